@@ -1,0 +1,150 @@
+// SavePlanner and LoadPlanner: DCP's planning interfaces, and the default
+// planners.
+//
+// A planner decides *what* is written or read; a StorageWriter/Reader
+// (storage.h) decides *how*. The driver (checkpoint.h) calls them in DCP's
+// order:
+//
+//   save: set_up_planner -> create_local_plan -> (coordinator)
+//         create_global_plan -> finish_plan -> storage write_data, which
+//         calls resolve_data for each item
+//   load: set_up_planner -> create_local_plan -> (coordinator)
+//         create_global_plan -> finish_plan -> storage read_data, which calls
+//         load_bytes / resolve_tensor + commit_tensor for each item
+//
+// Thread safety: the storage may call ResolveData, LoadBytes, ResolveTensor
+// and CommitTensor from several I/O threads at once, for distinct items. The
+// default planners support that. All other calls come from one thread.
+
+#ifndef ROCKSDCP_PLANNER_H_
+#define ROCKSDCP_PLANNER_H_
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "rocksdcp/metadata.h"
+#include "rocksdcp/state_dict.h"
+#include "rocksdcp/status.h"
+
+namespace rocksdcp {
+
+// What resolve_data hands the storage for one WriteItem: the chunk's tensor
+// (possibly strided; the storage saves its contiguous projection) or the
+// item's bytes. Both borrow from the state dict.
+using ResolvedData = std::variant<TensorView, std::string_view>;
+
+struct GlobalSavePlan {
+  std::vector<SavePlan> plans;
+  Metadata metadata;
+};
+
+class SavePlanner {
+ public:
+  virtual ~SavePlanner() = default;
+
+  // REQUIRES: `state_dict` outlives the save.
+  virtual Status SetUpPlanner(const StateDict* state_dict,
+                              const std::optional<StorageMeta>& storage_meta,
+                              bool is_coordinator) = 0;
+  virtual Result<SavePlan> CreateLocalPlan() = 0;
+  // Coordinator only. Gets every rank's local plan, in rank order.
+  virtual Result<GlobalSavePlan> CreateGlobalPlan(
+      std::vector<SavePlan> plans) = 0;
+  virtual Result<SavePlan> FinishPlan(SavePlan central_plan) = 0;
+  virtual Result<ResolvedData> ResolveData(const WriteItem& item) = 0;
+};
+
+class LoadPlanner {
+ public:
+  virtual ~LoadPlanner() = default;
+
+  // REQUIRES: `state_dict` and `metadata` outlive the load.
+  virtual Status SetUpPlanner(StateDict* state_dict, const Metadata* metadata,
+                              bool is_coordinator) = 0;
+  virtual Result<LoadPlan> CreateLocalPlan() = 0;
+  // Coordinator only. Gets every rank's local plan, in rank order.
+  virtual Result<std::vector<LoadPlan>> CreateGlobalPlan(
+      std::vector<LoadPlan> plans) = 0;
+  virtual Result<LoadPlan> FinishPlan(LoadPlan central_plan) = 0;
+  // Hands the planner the whole saved value of a kByteIO item.
+  virtual Status LoadBytes(const ReadItem& item, std::string_view data) = 0;
+  // The destination of a kTensor item: a view of exactly `item.lengths`
+  // elements into which the storage copies the box.
+  virtual Result<TensorView> ResolveTensor(const ReadItem& item) = 0;
+  // Called once the storage has filled the view from ResolveTensor.
+  virtual Status CommitTensor(const ReadItem& item,
+                              const TensorView& tensor) = 0;
+};
+
+struct DefaultSavePlannerOptions {
+  // Behavior: write items held by several ranks once, on the rank with the
+  // fewest planned bytes (DCP's dedup_save_plans). Turning it off writes
+  // every rank's copy and fails on the duplicate index.
+  // Default: true
+  bool dedup_replicated = true;
+};
+
+// DCP's DefaultSavePlanner. A dense tensor becomes one kTensor item (its
+// whole box); each shard of a ShardedTensor one kShard item; bytes one
+// kByteIO item. The global plan validates that each tensor's chunks tile its
+// global size without overlap.
+class DefaultSavePlanner : public SavePlanner {
+ public:
+  explicit DefaultSavePlanner(DefaultSavePlannerOptions options = {});
+  ~DefaultSavePlanner() override;
+  DefaultSavePlanner(const DefaultSavePlanner&) = delete;
+  DefaultSavePlanner& operator=(const DefaultSavePlanner&) = delete;
+
+  Status SetUpPlanner(const StateDict* state_dict,
+                      const std::optional<StorageMeta>& storage_meta,
+                      bool is_coordinator) override;
+  Result<SavePlan> CreateLocalPlan() override;
+  Result<GlobalSavePlan> CreateGlobalPlan(std::vector<SavePlan> plans) override;
+  Result<SavePlan> FinishPlan(SavePlan central_plan) override;
+  Result<ResolvedData> ResolveData(const WriteItem& item) override;
+
+ private:
+  struct Rep;
+  std::unique_ptr<Rep> rep_;
+};
+
+struct DefaultLoadPlannerOptions {
+  // Behavior: when an fqn of the state dict is missing from the checkpoint,
+  // skip it instead of failing. The strict default names every missing fqn.
+  // Default: false
+  bool allow_partial_load = false;
+};
+
+// DCP's DefaultLoadPlanner, with resharding: each destination box (a dense
+// tensor, or each local shard) is intersected with every saved chunk, and a
+// ReadItem is planned for each non-empty overlap. So a whole saved tensor
+// loads into a shard of it, shards load into a whole tensor, and any tiling
+// loads into any other. Dtype and global shape must match the checkpoint.
+class DefaultLoadPlanner : public LoadPlanner {
+ public:
+  explicit DefaultLoadPlanner(DefaultLoadPlannerOptions options = {});
+  ~DefaultLoadPlanner() override;
+  DefaultLoadPlanner(const DefaultLoadPlanner&) = delete;
+  DefaultLoadPlanner& operator=(const DefaultLoadPlanner&) = delete;
+
+  Status SetUpPlanner(StateDict* state_dict, const Metadata* metadata,
+                      bool is_coordinator) override;
+  Result<LoadPlan> CreateLocalPlan() override;
+  Result<std::vector<LoadPlan>> CreateGlobalPlan(
+      std::vector<LoadPlan> plans) override;
+  Result<LoadPlan> FinishPlan(LoadPlan central_plan) override;
+  Status LoadBytes(const ReadItem& item, std::string_view data) override;
+  Result<TensorView> ResolveTensor(const ReadItem& item) override;
+  Status CommitTensor(const ReadItem& item, const TensorView& tensor) override;
+
+ private:
+  struct Rep;
+  std::unique_ptr<Rep> rep_;
+};
+
+}  // namespace rocksdcp
+
+#endif  // ROCKSDCP_PLANNER_H_

@@ -1,0 +1,16 @@
+// The whole public API of rocksdcp in one include.
+
+#ifndef ROCKSDCP_ROCKSDCP_H_
+#define ROCKSDCP_ROCKSDCP_H_
+
+#include "rocksdcp/checkpoint.h"
+#include "rocksdcp/collective.h"
+#include "rocksdcp/metadata.h"
+#include "rocksdcp/planner.h"
+#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/state_dict.h"
+#include "rocksdcp/status.h"
+#include "rocksdcp/storage.h"
+#include "rocksdcp/tensor.h"
+
+#endif  // ROCKSDCP_ROCKSDCP_H_

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of rocksdcp from Debian's archive.
+# Idempotent: packages already present are left alone, and apt-get update runs
+# only when something is missing. Nothing is vendored or downloaded elsewhere.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  librocksdb-dev rocksdb-tools
+  libflatbuffers-dev flatbuffers-compiler
+  libxxhash-dev
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  libdlpack-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

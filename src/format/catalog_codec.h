@@ -1,0 +1,40 @@
+// Encoding and verified decoding of CatalogEntry and StorageInfo values
+// (schema/checkpoint.fbs).
+
+#ifndef ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_
+#define ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "format/piece_codec.h"
+#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/status.h"
+
+namespace rocksdcp::format {
+
+inline constexpr char kCatalogIdentifier[] = "RDCC";
+inline constexpr char kStorageInfoIdentifier[] = "RDCS";
+
+std::string EncodeCatalogEntry(const CheckpointInfo& info);
+// Corruption if the value fails the Verifier, has the wrong identifier, an
+// unknown state, or lacks the id or column family.
+Result<CheckpointInfo> DecodeCatalogEntry(std::string_view value);
+
+// Where and how one item is stored (Metadata::storage_data value).
+struct StorageInfo {
+  ItemKind kind = ItemKind::kTensor;
+  uint64_t length = 0;
+  uint32_t num_pieces = 1;
+  uint64_t piece_bytes = 0;
+};
+
+std::string EncodeStorageInfo(const StorageInfo& info);
+// Corruption unless the value verifies and is self-consistent:
+// num_pieces == max(1, ceil(length / piece_bytes)), piece_bytes > 0.
+Result<StorageInfo> DecodeStorageInfo(std::string_view value);
+
+}  // namespace rocksdcp::format
+
+#endif  // ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_

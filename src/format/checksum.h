@@ -1,0 +1,20 @@
+// XXH3-64 of a byte range, through xxHash's runtime-dispatching entry point
+// (xxh_x86dispatch.h picks AVX2/SSE2 for this CPU). Seed 0.
+
+#ifndef ROCKSDCP_SRC_FORMAT_CHECKSUM_H_
+#define ROCKSDCP_SRC_FORMAT_CHECKSUM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace rocksdcp::format {
+
+uint64_t Xxh3(const void* data, size_t size);
+inline uint64_t Xxh3(std::string_view bytes) {
+  return Xxh3(bytes.data(), bytes.size());
+}
+
+}  // namespace rocksdcp::format
+
+#endif  // ROCKSDCP_SRC_FORMAT_CHECKSUM_H_

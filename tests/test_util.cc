@@ -1,0 +1,25 @@
+#include "test_util.h"
+
+#include <stdlib.h>
+
+#include <system_error>
+#include <vector>
+
+namespace rocksdcp::testing {
+
+ScopedTempDir::ScopedTempDir() {
+  std::string pattern = ::testing::TempDir() + "rocksdcp-test-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  char* made = mkdtemp(buf.data());
+  EXPECT_NE(made, nullptr) << "mkdtemp(" << pattern << ") failed";
+  path_ = made ? std::filesystem::path(made) : std::filesystem::path();
+}
+
+ScopedTempDir::~ScopedTempDir() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace rocksdcp::testing

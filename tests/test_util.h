@@ -1,0 +1,72 @@
+// Shared test helpers: Status matchers and a fresh temp directory per test.
+
+#ifndef ROCKSDCP_TESTS_TEST_UTIL_H_
+#define ROCKSDCP_TESTS_TEST_UTIL_H_
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "rocksdcp/status.h"
+
+namespace rocksdcp::testing {
+
+inline const Status& GetStatus(const Status& s) { return s; }
+template <typename T>
+Status GetStatus(const Result<T>& r) {
+  return r.status();
+}
+
+// Matches a Status or Result whose code is `code` and whose message matches
+// `message_matcher`, e.g. StatusIs(StatusCode::kNotFound, HasSubstr("x")).
+MATCHER_P2(StatusIs, code, message_matcher,
+           "has code " + std::string(StatusCodeName(code))) {
+  Status s = ::rocksdcp::testing::GetStatus(arg);
+  *result_listener << "status is " << s.ToString();
+  return s.code() == code &&
+         ::testing::ExplainMatchResult(message_matcher, s.message(),
+                                       result_listener);
+}
+
+MATCHER(IsOk, "is OK") {
+  Status s = ::rocksdcp::testing::GetStatus(arg);
+  *result_listener << "status is " << s.ToString();
+  return s.ok();
+}
+
+#define ASSERT_OK(expr) ASSERT_THAT((expr), ::rocksdcp::testing::IsOk())
+#define EXPECT_OK(expr) EXPECT_THAT((expr), ::rocksdcp::testing::IsOk())
+
+// Evaluates a Result<T>, asserts it is OK, and moves its value into lhs.
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                    \
+  ASSERT_OK_AND_ASSIGN_IMPL_(ROCKSDCP_CONCAT_(test_result_, __LINE__), lhs, \
+                             rexpr)
+#define ASSERT_OK_AND_ASSIGN_IMPL_(result, lhs, rexpr) \
+  auto result = (rexpr);                               \
+  ASSERT_OK(result);                                   \
+  lhs = std::move(result).value()
+
+// A directory made fresh for one test under testing::TempDir(), removed
+// with everything in it when the object goes away.
+class ScopedTempDir {
+ public:
+  ScopedTempDir();
+  ~ScopedTempDir();
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // path() / name, as a string.
+  std::string Sub(const std::string& name) const {
+    return (path_ / name).string();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace rocksdcp::testing
+
+#endif  // ROCKSDCP_TESTS_TEST_UTIL_H_
