@@ -81,12 +81,15 @@ class StorageWriter {
 
   // Coordinator only. Commits the checkpoint: afterwards it exists and
   // loads; if Finish fails, it does not exist and no earlier checkpoint is
-  // touched. `results` holds each rank's WriteData results.
-  virtual Status Finish(const Metadata& metadata,
+  // touched. `results` holds each rank's WriteData results. As DCP's
+  // storages do, Finish fills `metadata->storage_data` from the results and
+  // `metadata->storage_meta` from GetStorageMeta() before committing it, so
+  // the caller holds exactly what was committed.
+  virtual Status Finish(Metadata* metadata,
                         const std::vector<std::vector<WriteResult>>& results) = 0;
 
-  // Storage-specific metadata recorded in the checkpoint (checkpoint_id,
-  // save_id). Default: none.
+  // Storage-specific metadata recorded in the checkpoint (checkpoint_id and
+  // a save_id fresh for each Reset). Default: none.
   virtual std::optional<StorageMeta> GetStorageMeta() { return std::nullopt; }
 };
 
@@ -97,6 +100,7 @@ class StorageReader {
   // Starts a brand new checkpoint read of `checkpoint_id`.
   virtual Status Reset(std::string_view checkpoint_id) = 0;
 
+  // The committed metadata. Its storage_meta carries this read's load_id.
   // REQUIRES: Reset() was called.
   virtual Result<Metadata> ReadMetadata() = 0;
 
