@@ -1,1 +1,149 @@
-// placeholder: being written
+#include "format/catalog_codec.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "keys/keys.h"
+#include "schema/checkpoint_generated.h"
+
+namespace rocksdcp::format {
+
+namespace {
+
+constexpr uint16_t kCatalogFormatVersion = 1;
+constexpr uint16_t kStorageInfoFormatVersion = 1;
+
+std::string Finished(const flatbuffers::FlatBufferBuilder& fbb) {
+  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                     fbb.GetSize());
+}
+
+// Runs the checks every root shares: size, identifier, then the Verifier.
+// `what` names the value in the error.
+template <typename T>
+Result<const T*> VerifiedRoot(std::string_view value, const char* identifier,
+                              const std::string& what) {
+  if (value.size() >= FLATBUFFERS_MAX_BUFFER_SIZE) {
+    return Status::Corruption(what + ": value too large");
+  }
+  const auto* buf = reinterpret_cast<const uint8_t*>(value.data());
+  if (value.size() < 2 * sizeof(flatbuffers::uoffset_t) ||
+      !flatbuffers::BufferHasIdentifier(buf, identifier)) {
+    return Status::Corruption(what + ": wrong file identifier (expected \"" +
+                              std::string(identifier) + "\")");
+  }
+  flatbuffers::Verifier verifier(buf, value.size());
+  if (!verifier.VerifyBuffer<T>(identifier)) {
+    return Status::Corruption(what + ": FlatBuffers verification failed");
+  }
+  return flatbuffers::GetRoot<T>(buf);
+}
+
+}  // namespace
+
+std::string EncodeCatalogEntry(const CheckpointInfo& info) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  const auto id = fbb.CreateString(info.id);
+  const auto column_family = fbb.CreateString(info.column_family);
+  fbb.Finish(
+      fb::CreateCatalogEntry(fbb, kCatalogFormatVersion, id, column_family,
+                             static_cast<fb::CheckpointState>(info.state),
+                             info.created_unix_micros, info.bytes, info.items,
+                             info.world_size, info.metadata_checksum),
+      kCatalogIdentifier);
+  return Finished(fbb);
+}
+
+Result<CheckpointInfo> DecodeCatalogEntry(std::string_view value) {
+  const std::string what = "catalog entry";
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      const fb::CatalogEntry* e,
+      VerifiedRoot<fb::CatalogEntry>(value, kCatalogIdentifier, what));
+  if (e->format_version() != kCatalogFormatVersion) {
+    return Status::Corruption(what + ": unsupported format_version " +
+                              std::to_string(e->format_version()));
+  }
+  if (e->checkpoint_id() == nullptr || e->checkpoint_id()->size() == 0) {
+    return Status::Corruption(what + ": no checkpoint id");
+  }
+  CheckpointInfo info;
+  info.id = e->checkpoint_id()->str();
+  if (e->column_family() == nullptr || e->column_family()->size() == 0) {
+    return Status::Corruption(what + " of checkpoint \"" +
+                              keys::EscapeFqn(info.id) +
+                              "\": no column family");
+  }
+  info.column_family = e->column_family()->str();
+  if (e->state() != fb::CheckpointState::Committed) {
+    return Status::Corruption(what + " of checkpoint \"" +
+                              keys::EscapeFqn(info.id) + "\": unknown state " +
+                              std::to_string(static_cast<int>(e->state())));
+  }
+  info.state = CheckpointState::kCommitted;
+  info.created_unix_micros = e->created_unix_micros();
+  info.bytes = e->total_bytes();
+  info.items = e->num_items();
+  info.world_size = e->world_size();
+  info.metadata_checksum = e->metadata_xxh3();
+  return info;
+}
+
+std::string EncodeStorageInfo(const StorageInfo& info) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  // Left out when empty, as it is in every committed item.
+  const auto file = info.file.empty()
+                        ? flatbuffers::Offset<flatbuffers::String>()
+                        : fbb.CreateString(info.file);
+  fbb.Finish(
+      fb::CreateStorageInfo(fbb, kStorageInfoFormatVersion,
+                            static_cast<fb::ItemKind>(info.kind), info.length,
+                            info.num_pieces, info.piece_bytes, file),
+      kStorageInfoIdentifier);
+  return Finished(fbb);
+}
+
+Result<StorageInfo> DecodeStorageInfo(std::string_view value) {
+  const std::string what = "storage info";
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      const fb::StorageInfo* s,
+      VerifiedRoot<fb::StorageInfo>(value, kStorageInfoIdentifier, what));
+  if (s->format_version() != kStorageInfoFormatVersion) {
+    return Status::Corruption(what + ": unsupported format_version " +
+                              std::to_string(s->format_version()));
+  }
+  StorageInfo info;
+  switch (s->kind()) {
+    case fb::ItemKind::Tensor:
+      info.kind = ItemKind::kTensor;
+      break;
+    case fb::ItemKind::Bytes:
+      info.kind = ItemKind::kBytes;
+      break;
+    default:
+      return Status::Corruption(what + ": unknown item kind " +
+                                std::to_string(static_cast<int>(s->kind())));
+  }
+  info.length = s->length();
+  info.num_pieces = s->num_pieces();
+  info.piece_bytes = s->piece_bytes();
+  if (s->file() != nullptr) info.file = s->file()->str();
+  if (info.piece_bytes == 0) {
+    return Status::Corruption(what + ": piece_bytes is 0");
+  }
+  // A reader derives every piece's key and byte range from these three
+  // numbers, so they must agree; an empty item still has one (empty) piece.
+  const uint64_t expected =
+      std::max<uint64_t>(1, info.length / info.piece_bytes +
+                                (info.length % info.piece_bytes != 0));
+  if (info.num_pieces != expected) {
+    return Status::Corruption(
+        what + ": num_pieces is " + std::to_string(info.num_pieces) + " but " +
+        std::to_string(info.length) + " bytes in pieces of " +
+        std::to_string(info.piece_bytes) + " make " + std::to_string(expected));
+  }
+  return info;
+}
+
+}  // namespace rocksdcp::format

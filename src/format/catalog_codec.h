@@ -28,6 +28,9 @@ struct StorageInfo {
   uint64_t length = 0;
   uint32_t num_pieces = 1;
   uint64_t piece_bytes = 0;
+  // The staging SST file that carries the item: set in WriteResults, empty
+  // in committed metadata.
+  std::string file;
 };
 
 std::string EncodeStorageInfo(const StorageInfo& info);

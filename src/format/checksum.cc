@@ -1,1 +1,11 @@
-// placeholder: being written
+#include "format/checksum.h"
+
+#include <xxh_x86dispatch.h>
+
+namespace rocksdcp::format {
+
+uint64_t Xxh3(const void* data, size_t size) {
+  return XXH3_64bits_dispatch(data, size);
+}
+
+}  // namespace rocksdcp::format

@@ -1,1 +1,254 @@
-// placeholder: being written
+#include "format/catalog_codec.h"
+
+#include <flatbuffers/flatbuffers.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "format/metadata_codec.h"
+#include "schema/checkpoint_generated.h"
+#include "test_util.h"
+
+namespace rocksdcp::format {
+namespace {
+
+using ::rocksdcp::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::string Bytes(const flatbuffers::FlatBufferBuilder& fbb) {
+  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                     fbb.GetSize());
+}
+
+// Every field away from its default. The id is written first, so it ends
+// the value; at 7 bytes plus its terminator it needs no padding, and every
+// truncation cuts into it.
+CheckpointInfo FullInfo() {
+  CheckpointInfo info;
+  info.id = "step-10";
+  info.column_family = "step-10~3";
+  info.state = CheckpointState::kCommitted;
+  info.created_unix_micros = 1'700'000'000'123'456;
+  info.bytes = uint64_t{1} << 40;
+  info.items = 123'456'789'012;
+  info.world_size = 4096;
+  info.metadata_checksum = 0xfedcba9876543210;
+  return info;
+}
+
+void ExpectInfoEqual(const CheckpointInfo& got, const CheckpointInfo& want) {
+  EXPECT_EQ(got.id, want.id);
+  EXPECT_EQ(got.column_family, want.column_family);
+  EXPECT_EQ(got.state, want.state);
+  EXPECT_EQ(got.created_unix_micros, want.created_unix_micros);
+  EXPECT_EQ(got.bytes, want.bytes);
+  EXPECT_EQ(got.items, want.items);
+  EXPECT_EQ(got.world_size, want.world_size);
+  EXPECT_EQ(got.metadata_checksum, want.metadata_checksum);
+}
+
+// A CatalogEntry with any field set or left out, for values the encoder
+// would never write.
+struct RawEntry {
+  uint16_t format_version = 1;
+  const char* id = "a";
+  const char* column_family = "a";
+  uint8_t state = static_cast<uint8_t>(fb::CheckpointState::Committed);
+
+  std::string Build() const {
+    flatbuffers::FlatBufferBuilder fbb;
+    const auto id_offset = id ? fbb.CreateString(id) : 0;
+    const auto cf_offset = column_family ? fbb.CreateString(column_family) : 0;
+    fbb.Finish(fb::CreateCatalogEntry(fbb, format_version, id_offset, cf_offset,
+                                      static_cast<fb::CheckpointState>(state)),
+               kCatalogIdentifier);
+    return Bytes(fbb);
+  }
+};
+
+std::string RawStorageInfo(uint16_t format_version, uint8_t kind,
+                           uint64_t length, uint32_t num_pieces,
+                           uint64_t piece_bytes) {
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(fb::CreateStorageInfo(fbb, format_version,
+                                   static_cast<fb::ItemKind>(kind), length,
+                                   num_pieces, piece_bytes),
+             kStorageInfoIdentifier);
+  return Bytes(fbb);
+}
+
+StorageInfo Info(ItemKind kind, uint64_t length, uint32_t num_pieces,
+                 uint64_t piece_bytes) {
+  StorageInfo info;
+  info.kind = kind;
+  info.length = length;
+  info.num_pieces = num_pieces;
+  info.piece_bytes = piece_bytes;
+  return info;
+}
+
+// ---- CatalogEntry ----
+
+TEST(CatalogCodecTest, RoundTripsEveryField) {
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo back,
+                       DecodeCatalogEntry(EncodeCatalogEntry(FullInfo())));
+  ExpectInfoEqual(back, FullInfo());
+}
+
+TEST(CatalogCodecTest, RoundTripsExtremeValues) {
+  CheckpointInfo info = FullInfo();
+  info.created_unix_micros = INT64_MIN;
+  info.bytes = UINT64_MAX;
+  info.items = 0;
+  info.world_size = -1;
+  info.metadata_checksum = UINT64_MAX;
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo back,
+                       DecodeCatalogEntry(EncodeCatalogEntry(info)));
+  ExpectInfoEqual(back, info);
+}
+
+TEST(CatalogCodecTest, RejectsEveryTruncation) {
+  const std::string value = EncodeCatalogEntry(FullInfo());
+  for (size_t n = 0; n < value.size(); ++n) {
+    EXPECT_THAT(DecodeCatalogEntry(value.substr(0, n)),
+                StatusIs(StatusCode::kCorruption, ::testing::_))
+        << "prefix of " << n << " bytes";
+  }
+}
+
+TEST(CatalogCodecTest, RejectsWrongIdentifier) {
+  EXPECT_THAT(DecodeCatalogEntry(EncodeMetadata(Metadata{})),
+              StatusIs(StatusCode::kCorruption, HasSubstr("identifier")));
+  EXPECT_THAT(DecodeCatalogEntry(EncodeStorageInfo(StorageInfo{})),
+              StatusIs(StatusCode::kCorruption, HasSubstr("identifier")));
+}
+
+TEST(CatalogCodecTest, AcceptsTheRawDefaults) {
+  // Guards the cases below: each breaks exactly one thing.
+  ASSERT_OK(DecodeCatalogEntry(RawEntry{}.Build()));
+}
+
+TEST(CatalogCodecTest, RejectsUnknownState) {
+  for (uint8_t state : {0, 2, 255}) {
+    RawEntry raw;
+    raw.state = state;
+    EXPECT_THAT(DecodeCatalogEntry(raw.Build()),
+                StatusIs(StatusCode::kCorruption,
+                         HasSubstr("unknown state " + std::to_string(state))));
+  }
+}
+
+TEST(CatalogCodecTest, RejectsMissingIdOrColumnFamily) {
+  for (const char* missing : {static_cast<const char*>(nullptr), ""}) {
+    RawEntry no_id;
+    no_id.id = missing;
+    EXPECT_THAT(
+        DecodeCatalogEntry(no_id.Build()),
+        StatusIs(StatusCode::kCorruption, HasSubstr("no checkpoint id")));
+    RawEntry no_cf;
+    no_cf.column_family = missing;
+    EXPECT_THAT(
+        DecodeCatalogEntry(no_cf.Build()),
+        StatusIs(StatusCode::kCorruption, HasSubstr("no column family")));
+  }
+}
+
+TEST(CatalogCodecTest, RejectsOtherFormatVersions) {
+  for (uint16_t version : {0, 2}) {
+    RawEntry raw;
+    raw.format_version = version;
+    EXPECT_THAT(DecodeCatalogEntry(raw.Build()),
+                StatusIs(StatusCode::kCorruption,
+                         HasSubstr("unsupported format_version " +
+                                   std::to_string(version))));
+  }
+}
+
+// ---- StorageInfo ----
+
+TEST(StorageInfoCodecTest, RoundTripsConsistentValues) {
+  for (const StorageInfo& info : {
+           Info(ItemKind::kTensor, 0, 1, 64),   // empty: still one piece
+           Info(ItemKind::kTensor, 64, 1, 64),  // exactly one piece
+           Info(ItemKind::kTensor, 65, 2, 64),  // a short last piece
+           Info(ItemKind::kBytes, 10, 3, 4),
+           Info(ItemKind::kBytes, uint64_t{1} << 40, 1 << 14, 64 << 20),
+       }) {
+    SCOPED_TRACE("length " + std::to_string(info.length));
+    ASSERT_OK_AND_ASSIGN(StorageInfo back,
+                         DecodeStorageInfo(EncodeStorageInfo(info)));
+    EXPECT_EQ(back.kind, info.kind);
+    EXPECT_EQ(back.length, info.length);
+    EXPECT_EQ(back.num_pieces, info.num_pieces);
+    EXPECT_EQ(back.piece_bytes, info.piece_bytes);
+  }
+}
+
+TEST(StorageInfoCodecTest, RoundTripsStagingFile) {
+  StorageInfo info = Info(ItemKind::kTensor, 65, 2, 64);
+  info.file = "staging/rank-3/000001.sst";
+  ASSERT_OK_AND_ASSIGN(StorageInfo back,
+                       DecodeStorageInfo(EncodeStorageInfo(info)));
+  EXPECT_EQ(back.file, info.file);
+  EXPECT_EQ(back.num_pieces, 2u);
+}
+
+TEST(StorageInfoCodecTest, LeavesOutAnEmptyFile) {
+  // Committed metadata holds one StorageInfo per item; none carries a file.
+  StorageInfo with_file = Info(ItemKind::kTensor, 65, 2, 64);
+  with_file.file = "f";
+  const StorageInfo without_file = Info(ItemKind::kTensor, 65, 2, 64);
+  EXPECT_LT(EncodeStorageInfo(without_file).size(),
+            EncodeStorageInfo(with_file).size());
+  ASSERT_OK_AND_ASSIGN(StorageInfo back,
+                       DecodeStorageInfo(EncodeStorageInfo(without_file)));
+  EXPECT_EQ(back.file, "");
+}
+
+TEST(StorageInfoCodecTest, RejectsInconsistentPieceCount) {
+  for (const StorageInfo& info : {
+           Info(ItemKind::kTensor, 0, 0, 64),
+           Info(ItemKind::kTensor, 65, 1, 64),
+           Info(ItemKind::kTensor, 64, 2, 64),
+           // 2^64 - 1 one-byte pieces: the count can't fit in 32 bits.
+           Info(ItemKind::kBytes, UINT64_MAX, UINT32_MAX, 1),
+       }) {
+    SCOPED_TRACE("length " + std::to_string(info.length));
+    EXPECT_THAT(DecodeStorageInfo(EncodeStorageInfo(info)),
+                StatusIs(StatusCode::kCorruption, HasSubstr("num_pieces")));
+  }
+}
+
+TEST(StorageInfoCodecTest, RejectsZeroPieceBytes) {
+  EXPECT_THAT(
+      DecodeStorageInfo(EncodeStorageInfo(Info(ItemKind::kTensor, 0, 1, 0))),
+      StatusIs(StatusCode::kCorruption, HasSubstr("piece_bytes is 0")));
+}
+
+TEST(StorageInfoCodecTest, RejectsUnknownKindAndFormatVersion) {
+  ASSERT_OK(DecodeStorageInfo(RawStorageInfo(1, 1, 8, 2, 4)));
+  EXPECT_THAT(
+      DecodeStorageInfo(RawStorageInfo(1, 2, 8, 2, 4)),
+      StatusIs(StatusCode::kCorruption, HasSubstr("unknown item kind 2")));
+  EXPECT_THAT(DecodeStorageInfo(RawStorageInfo(2, 1, 8, 2, 4)),
+              StatusIs(StatusCode::kCorruption,
+                       HasSubstr("unsupported format_version 2")));
+}
+
+TEST(StorageInfoCodecTest, RejectsEveryTruncation) {
+  const std::string value = EncodeStorageInfo(Info(ItemKind::kBytes, 10, 3, 4));
+  for (size_t n = 0; n < value.size(); ++n) {
+    EXPECT_THAT(DecodeStorageInfo(value.substr(0, n)),
+                StatusIs(StatusCode::kCorruption, ::testing::_))
+        << "prefix of " << n << " bytes";
+  }
+}
+
+TEST(StorageInfoCodecTest, RejectsWrongIdentifier) {
+  EXPECT_THAT(DecodeStorageInfo(EncodeCatalogEntry(FullInfo())),
+              StatusIs(StatusCode::kCorruption, HasSubstr("identifier")));
+}
+
+}  // namespace
+}  // namespace rocksdcp::format
