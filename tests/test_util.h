@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <ostream>
 #include <string>
 
 #include "rocksdcp/status.h"
@@ -14,6 +15,19 @@
 namespace rocksdcp::testing {
 
 inline const Status& GetStatus(const Status& s) { return s; }
+
+}  // namespace rocksdcp::testing
+
+namespace rocksdcp {
+// So gtest prints "NotFound: ..." instead of the object's bytes.
+inline void PrintTo(const Status& s, std::ostream* os) { *os << s.ToString(); }
+template <typename T>
+void PrintTo(const Result<T>& r, std::ostream* os) {
+  *os << (r.ok() ? std::string("OK (with a value)") : r.status().ToString());
+}
+}  // namespace rocksdcp
+
+namespace rocksdcp::testing {
 template <typename T>
 Status GetStatus(const Result<T>& r) {
   return r.status();

@@ -1,1 +1,470 @@
-// placeholder: being written
+// DefaultSavePlanner: DCP's default_planner.py save side
+// (create_default_local_save_plan, dedup_save_plans,
+// create_default_global_save_plan, _validate_global_plan) over our StateDict.
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "rocksdcp/planner.h"
+
+namespace rocksdcp {
+
+namespace {
+
+std::string Quoted(std::string_view fqn) {
+  std::string s = "'";
+  s += fqn;
+  s += "'";
+  return s;
+}
+
+std::string ShapeString(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  s += "]";
+  return s;
+}
+
+// Product of `sizes`, or nullopt if a size is negative or the product
+// overflows. Global sizes come from the caller (or a custom planner) and
+// are not bounded by any buffer, so the product is checked.
+std::optional<int64_t> CheckedVolume(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+// Product of `sizes`.
+// REQUIRES: the sizes lie within a box whose CheckedVolume succeeded.
+int64_t Volume(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+WriteItem MakeTensorItem(WriteItemType type, const std::string& fqn,
+                         std::vector<int64_t> offsets,
+                         std::vector<int64_t> sizes, DType dtype,
+                         std::vector<int64_t> global_size) {
+  WriteItem item;
+  item.index = MetadataIndex(fqn, offsets);
+  item.type = type;
+  TensorWriteData data;
+  data.chunk.offsets = std::move(offsets);
+  data.chunk.sizes = std::move(sizes);
+  data.properties.dtype = dtype;
+  data.size = std::move(global_size);
+  item.tensor_data = std::move(data);
+  return item;
+}
+
+// Checks that each local shard is a well-formed view of the sharded tensor's
+// dtype and rank that lies inside its global size, and that no two shards
+// share an origin (they would share a MetadataIndex).
+Status ValidateShardedTensor(const std::string& fqn, const ShardedTensor& st) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("sharded tensor " + Quoted(fqn) + ": " +
+                                   why);
+  };
+  if (!IsValidDType(static_cast<uint8_t>(st.dtype))) {
+    return bad("invalid dtype");
+  }
+  if (!CheckedVolume(st.global_size)) {
+    return bad("global size " + ShapeString(st.global_size) +
+               " is negative or has more than 2^63 elements");
+  }
+  const size_t dims = st.global_size.size();
+  for (size_t i = 0; i < st.local_shards.size(); ++i) {
+    const Shard& shard = st.local_shards[i];
+    const std::string which = "shard at " + ShapeString(shard.offsets);
+    ROCKSDCP_RETURN_IF_ERROR(shard.tensor.Validate(fqn));
+    if (shard.tensor.dtype != st.dtype) {
+      return bad(which + " has dtype " +
+                 std::string(DTypeName(shard.tensor.dtype)) +
+                 ", the tensor has " + std::string(DTypeName(st.dtype)));
+    }
+    if (shard.offsets.size() != dims ||
+        static_cast<size_t>(shard.tensor.dim()) != dims) {
+      return bad(which + " of size " + ShapeString(shard.tensor.sizes) +
+                 " does not have the tensor's " + std::to_string(dims) +
+                 " dimensions");
+    }
+    for (size_t d = 0; d < dims; ++d) {
+      if (shard.offsets[d] < 0 ||
+          shard.offsets[d] > st.global_size[d] - shard.tensor.sizes[d]) {
+        return bad(which + " of size " + ShapeString(shard.tensor.sizes) +
+                   " lies outside the global size " +
+                   ShapeString(st.global_size));
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (st.local_shards[j].offsets == shard.offsets) {
+        return bad("two local shards are at " + ShapeString(shard.offsets));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+bool ChunkWithin(const ChunkStorageMetadata& chunk,
+                 const std::vector<int64_t>& size) {
+  if (chunk.offsets.size() != size.size() ||
+      chunk.sizes.size() != size.size()) {
+    return false;
+  }
+  for (size_t d = 0; d < size.size(); ++d) {
+    if (chunk.offsets[d] < 0 || chunk.sizes[d] < 0 ||
+        chunk.offsets[d] > size[d] - chunk.sizes[d]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// DCP's _check_box_overlap. Boxes with a zero extent overlap nothing; two
+// 0-d boxes are the same single element.
+bool ChunksOverlap(const ChunkStorageMetadata& a,
+                   const ChunkStorageMetadata& b) {
+  for (size_t d = 0; d < a.offsets.size(); ++d) {
+    if (a.offsets[d] >= b.offsets[d] + b.sizes[d]) return false;
+    if (b.offsets[d] >= a.offsets[d] + a.sizes[d]) return false;
+  }
+  return true;
+}
+
+// DCP's _validate_global_plan for one tensor: every chunk lies within the
+// size, no two overlap, and together they cover it. The overlap check sorts
+// by the first dimension so that the usual row- or block-sharded layouts
+// cost O(n log n) instead of DCP's O(n^2).
+Status ValidateChunks(const std::string& fqn, const TensorStorageMetadata& md) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("item " + Quoted(fqn) + ": " + why);
+  };
+  const std::optional<int64_t> volume = CheckedVolume(md.size);
+  if (!volume) {
+    return bad("size " + ShapeString(md.size) +
+               " is negative or has more than 2^63 elements");
+  }
+  std::vector<const ChunkStorageMetadata*> nonempty;
+  for (const ChunkStorageMetadata& chunk : md.chunks) {
+    if (!ChunkWithin(chunk, md.size)) {
+      return bad("chunk at " + ShapeString(chunk.offsets) + " of size " +
+                 ShapeString(chunk.sizes) + " lies outside the size " +
+                 ShapeString(md.size));
+    }
+    if (Volume(chunk.sizes) > 0) nonempty.push_back(&chunk);
+  }
+  if (md.size.empty()) {
+    if (nonempty.size() > 1) {
+      return bad("the 0-d tensor is saved " + std::to_string(nonempty.size()) +
+                 " times");
+    }
+  } else {
+    std::sort(nonempty.begin(), nonempty.end(),
+              [](const ChunkStorageMetadata* a, const ChunkStorageMetadata* b) {
+                return a->offsets[0] < b->offsets[0];
+              });
+    for (size_t i = 0; i < nonempty.size(); ++i) {
+      const ChunkStorageMetadata& a = *nonempty[i];
+      for (size_t j = i + 1; j < nonempty.size(); ++j) {
+        const ChunkStorageMetadata& b = *nonempty[j];
+        if (b.offsets[0] >= a.offsets[0] + a.sizes[0]) break;
+        if (ChunksOverlap(a, b)) {
+          return bad("chunks at " + ShapeString(a.offsets) + " and " +
+                     ShapeString(b.offsets) + " overlap");
+        }
+      }
+    }
+  }
+  // Chunks lie within the size and are disjoint, so the sum can't exceed
+  // the tensor's volume (and can't overflow).
+  int64_t covered = 0;
+  for (const ChunkStorageMetadata* chunk : nonempty) {
+    covered += Volume(chunk->sizes);
+  }
+  if (covered != *volume) {
+    return bad("chunks cover " + std::to_string(covered) + " of " +
+               std::to_string(*volume) + " elements");
+  }
+  return Status::OK();
+}
+
+// What every rank's items say about one fqn; they must agree.
+struct ItemShape {
+  int rank;
+  bool is_bytes;
+  DType dtype;
+  std::vector<int64_t> size;
+};
+
+std::string KindName(const ItemShape& s) {
+  return s.is_bytes ? "bytes" : "a tensor";
+}
+
+// Checks that the ranks agree on what each fqn is (bytes or a tensor, and
+// its dtype and global size), and that replicated copies of one index are
+// the same chunk. dedup_save_plans would otherwise keep one copy silently.
+Status CheckPlansAgree(const std::vector<SavePlan>& plans) {
+  std::unordered_map<std::string, ItemShape> shapes;
+  std::unordered_map<MetadataIndex, const WriteItem*, MetadataIndexHash> seen;
+  for (size_t rank = 0; rank < plans.size(); ++rank) {
+    for (const WriteItem& item : plans[rank].items) {
+      const std::string& fqn = item.index.fqn;
+      const bool is_bytes = item.type == WriteItemType::kByteIO;
+      if (!is_bytes && !item.tensor_data) {
+        return Status::InvalidArgument("item " + Quoted(item.index.ToString()) +
+                                       " on rank " + std::to_string(rank) +
+                                       " is a tensor without tensor_data");
+      }
+      ItemShape shape{static_cast<int>(rank), is_bytes, DType::kFloat32, {}};
+      if (!is_bytes) {
+        shape.dtype = item.tensor_data->properties.dtype;
+        shape.size = item.tensor_data->size;
+      }
+      auto [it, inserted] = shapes.try_emplace(fqn, shape);
+      const ItemShape& first = it->second;
+      auto ranks = [&](const std::string& a, const std::string& b) {
+        return a + " on rank " + std::to_string(first.rank) + " but " + b +
+               " on rank " + std::to_string(rank);
+      };
+      if (!inserted) {
+        if (first.is_bytes != shape.is_bytes) {
+          return Status::InvalidArgument(
+              "item " + Quoted(fqn) + " is " +
+              ranks(KindName(first), KindName(shape)));
+        }
+        if (!is_bytes && first.dtype != shape.dtype) {
+          return Status::InvalidArgument(
+              "item " + Quoted(fqn) + " has dtype " +
+              ranks(std::string(DTypeName(first.dtype)),
+                    std::string(DTypeName(shape.dtype))));
+        }
+        if (!is_bytes && first.size != shape.size) {
+          return Status::InvalidArgument(
+              "item " + Quoted(fqn) + " has global size " +
+              ranks(ShapeString(first.size), ShapeString(shape.size)));
+        }
+      }
+      auto [dup, fresh] = seen.try_emplace(item.index, &item);
+      if (!fresh && !is_bytes &&
+          !(dup->second->tensor_data->chunk == item.tensor_data->chunk)) {
+        return Status::InvalidArgument(
+            "item " + Quoted(item.index.ToString()) +
+            " is planned with different chunk sizes " +
+            ShapeString(dup->second->tensor_data->chunk.sizes) + " and " +
+            ShapeString(item.tensor_data->chunk.sizes));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// DCP's dedup_save_plans: an index planned by several ranks is written by
+// the one with the fewest bytes planned so far (ties go to the lowest rank),
+// visiting indices in first-seen order. Items whose size is unknown (bytes)
+// count as 1, as in DCP. Without dedup, a repeated index is an error.
+Result<std::vector<SavePlan>> DedupPlans(std::vector<SavePlan> plans,
+                                         bool dedup) {
+  // Ranks planning each index, ascending, and the indices in first-seen
+  // order.
+  std::unordered_map<MetadataIndex, std::vector<int>, MetadataIndexHash>
+      ranks_of;
+  std::vector<const WriteItem*> order;
+  for (size_t rank = 0; rank < plans.size(); ++rank) {
+    for (const WriteItem& item : plans[rank].items) {
+      auto [it, inserted] = ranks_of.try_emplace(item.index);
+      if (inserted) order.push_back(&item);
+      std::vector<int>& ranks = it->second;
+      if (!ranks.empty() && ranks.back() == static_cast<int>(rank)) {
+        return Status::InvalidArgument("item " + Quoted(item.index.ToString()) +
+                                       " appears twice in the plan of rank " +
+                                       std::to_string(rank));
+      }
+      ranks.push_back(static_cast<int>(rank));
+      if (!dedup && ranks.size() > 1) {
+        return Status::InvalidArgument(
+            "item " + Quoted(item.index.ToString()) + " is planned by ranks " +
+            std::to_string(ranks[0]) + " and " + std::to_string(rank) +
+            "; enable dedup_replicated to write it once");
+      }
+    }
+  }
+  if (!dedup) return plans;
+
+  std::vector<uint64_t> planned_bytes(plans.size(), 0);
+  std::unordered_map<MetadataIndex, int, MetadataIndexHash> owner;
+  for (const WriteItem* item : order) {
+    const std::vector<int>& ranks = ranks_of[item->index];
+    int pick = ranks[0];
+    for (int r : ranks) {
+      if (planned_bytes[r] < planned_bytes[pick]) pick = r;
+    }
+    const uint64_t size = item->TensorStorageSize();
+    planned_bytes[pick] += size == 0 ? 1 : size;
+    owner.emplace(item->index, pick);
+  }
+  std::vector<SavePlan> out(plans.size());
+  for (size_t rank = 0; rank < plans.size(); ++rank) {
+    out[rank].storage_data = std::move(plans[rank].storage_data);
+    out[rank].planner_data = std::move(plans[rank].planner_data);
+    out[rank].usable = plans[rank].usable;
+    for (WriteItem& item : plans[rank].items) {
+      if (owner[item.index] == static_cast<int>(rank)) {
+        out[rank].items.push_back(std::move(item));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct DefaultSavePlanner::Rep {
+  DefaultSavePlannerOptions options;
+  const StateDict* state_dict = nullptr;
+  std::optional<StorageMeta> storage_meta;
+  bool is_coordinator = false;
+};
+
+DefaultSavePlanner::DefaultSavePlanner(DefaultSavePlannerOptions options)
+    : rep_(std::make_unique<Rep>()) {
+  rep_->options = options;
+}
+
+DefaultSavePlanner::~DefaultSavePlanner() = default;
+
+Status DefaultSavePlanner::SetUpPlanner(
+    const StateDict* state_dict, const std::optional<StorageMeta>& storage_meta,
+    bool is_coordinator) {
+  if (state_dict == nullptr) {
+    return Status::InvalidArgument("SetUpPlanner: state_dict is null");
+  }
+  rep_->state_dict = state_dict;
+  rep_->storage_meta = storage_meta;
+  rep_->is_coordinator = is_coordinator;
+  return Status::OK();
+}
+
+Result<SavePlan> DefaultSavePlanner::CreateLocalPlan() {
+  if (rep_->state_dict == nullptr) {
+    return Status::FailedPrecondition(
+        "CreateLocalPlan called before SetUpPlanner");
+  }
+  SavePlan plan;
+  for (const auto& [fqn, value] : *rep_->state_dict) {
+    if (const auto* view = std::get_if<TensorView>(&value)) {
+      ROCKSDCP_RETURN_IF_ERROR(view->Validate(fqn));
+      plan.items.push_back(MakeTensorItem(
+          WriteItemType::kTensor, fqn, std::vector<int64_t>(view->sizes.size()),
+          view->sizes, view->dtype, view->sizes));
+    } else if (const auto* st = std::get_if<ShardedTensor>(&value)) {
+      ROCKSDCP_RETURN_IF_ERROR(ValidateShardedTensor(fqn, *st));
+      for (const Shard& shard : st->local_shards) {
+        plan.items.push_back(MakeTensorItem(WriteItemType::kShard, fqn,
+                                            shard.offsets, shard.tensor.sizes,
+                                            st->dtype, st->global_size));
+      }
+    } else {
+      WriteItem item;
+      item.index = MetadataIndex(fqn);
+      item.type = WriteItemType::kByteIO;
+      plan.items.push_back(std::move(item));
+    }
+  }
+  return plan;
+}
+
+Result<GlobalSavePlan> DefaultSavePlanner::CreateGlobalPlan(
+    std::vector<SavePlan> plans) {
+  ROCKSDCP_RETURN_IF_ERROR(CheckPlansAgree(plans));
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      std::vector<SavePlan> deduped,
+      DedupPlans(std::move(plans), rep_->options.dedup_replicated));
+
+  // create_default_global_save_plan: chunks are listed in rank order, then
+  // plan order, and each item's index hint becomes its chunk's position so
+  // that storage and loaders can find it without a search.
+  GlobalSavePlan global;
+  auto& md = global.metadata.state_dict_metadata;
+  for (SavePlan& plan : deduped) {
+    for (WriteItem& item : plan.items) {
+      const std::string& fqn = item.index.fqn;
+      if (item.type == WriteItemType::kByteIO) {
+        md.emplace(fqn, BytesStorageMetadata{});
+        continue;
+      }
+      TensorStorageMetadata empty;
+      empty.properties = item.tensor_data->properties;
+      empty.size = item.tensor_data->size;
+      auto it = md.try_emplace(fqn, std::move(empty)).first;
+      auto& tensor_md = std::get<TensorStorageMetadata>(it->second);
+      item.index.index = static_cast<int32_t>(tensor_md.chunks.size());
+      tensor_md.chunks.push_back(item.tensor_data->chunk);
+    }
+  }
+  for (const auto& [fqn, value] : md) {
+    if (const auto* tensor_md = std::get_if<TensorStorageMetadata>(&value)) {
+      ROCKSDCP_RETURN_IF_ERROR(ValidateChunks(fqn, *tensor_md));
+    }
+  }
+  global.plans = std::move(deduped);
+  return global;
+}
+
+Result<SavePlan> DefaultSavePlanner::FinishPlan(SavePlan central_plan) {
+  return central_plan;
+}
+
+Result<ResolvedData> DefaultSavePlanner::ResolveData(const WriteItem& item) {
+  // Runs on storage I/O threads concurrently: only reads the state dict.
+  if (rep_->state_dict == nullptr) {
+    return Status::FailedPrecondition("ResolveData called before SetUpPlanner");
+  }
+  const std::string& fqn = item.index.fqn;
+  auto it = rep_->state_dict->find(fqn);
+  if (it == rep_->state_dict->end()) {
+    return Status::NotFound("state dict has no item " + Quoted(fqn));
+  }
+  const StateValue& value = it->second;
+  switch (item.type) {
+    case WriteItemType::kTensor:
+      if (const auto* view = std::get_if<TensorView>(&value)) {
+        return ResolvedData(*view);
+      }
+      break;
+    case WriteItemType::kShard:
+      if (const auto* st = std::get_if<ShardedTensor>(&value)) {
+        if (!item.index.offset) {
+          return Status::InvalidArgument("shard item " + Quoted(fqn) +
+                                         " has no offset");
+        }
+        for (const Shard& shard : st->local_shards) {
+          if (shard.offsets == *item.index.offset) {
+            return ResolvedData(shard.tensor);
+          }
+        }
+        return Status::NotFound("state dict has no shard " +
+                                Quoted(item.index.ToString()));
+      }
+      break;
+    case WriteItemType::kByteIO:
+      if (const auto* bytes = std::get_if<std::string>(&value)) {
+        return ResolvedData(std::string_view(*bytes));
+      }
+      break;
+  }
+  return Status::InvalidArgument("item " + Quoted(fqn) +
+                                 " is planned as a different kind of value "
+                                 "than the state dict holds");
+}
+
+}  // namespace rocksdcp
