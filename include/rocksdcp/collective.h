@@ -13,6 +13,7 @@
 #ifndef ROCKSDCP_COLLECTIVE_H_
 #define ROCKSDCP_COLLECTIVE_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,43 @@ class LocalCollective final : public Collective {
   Result<std::string> Broadcast(std::string message) override;
   Result<std::vector<std::string>> AllGather(std::string message) override;
   Status Barrier() override { return Status::OK(); }
+};
+
+// N ranks as N threads of one process: the single-node trainer with one
+// thread per device. Make the group once, hand member r to rank r's thread.
+//
+// Every member must make the same sequence of calls. A member destroyed
+// while others wait for it makes their pending and later calls fail with
+// Aborted naming it, so one rank's early exit can't hang the rest.
+class ThreadCollective final : public Collective {
+ public:
+  // REQUIRES: world_size >= 1, 0 <= coordinator_rank < world_size.
+  static std::vector<std::unique_ptr<ThreadCollective>> Group(
+      int world_size, int coordinator_rank = 0);
+
+  ~ThreadCollective() override;
+  ThreadCollective(const ThreadCollective&) = delete;
+  ThreadCollective& operator=(const ThreadCollective&) = delete;
+
+  int rank() const override { return rank_; }
+  int world_size() const override;
+  int coordinator_rank() const override;
+  Result<std::vector<std::string>> Gather(std::string message) override;
+  Result<std::string> Scatter(std::vector<std::string> messages) override;
+  Result<std::string> Broadcast(std::string message) override;
+  Result<std::vector<std::string>> AllGather(std::string message) override;
+  Status Barrier() override;
+
+ private:
+  struct Shared;
+  ThreadCollective(std::shared_ptr<Shared> shared, int rank);
+  // Deposits `payload` and waits until every rank has; returns all
+  // payloads in rank order.
+  Result<std::vector<std::vector<std::string>>> Exchange(
+      std::vector<std::string> payload);
+
+  std::shared_ptr<Shared> shared_;
+  const int rank_;
 };
 
 }  // namespace rocksdcp

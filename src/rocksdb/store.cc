@@ -1,1 +1,498 @@
-// placeholder: being written
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+
+#include "format/catalog_codec.h"
+#include "keys/keys.h"
+#include "rocksdb/reader.h"
+#include "rocksdb/rocksdb_status.h"
+#include "rocksdb/store_impl.h"
+#include "rocksdb/writer.h"
+
+namespace rocksdcp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kStagingDirName[] = "staging";
+
+int64_t NowUnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool IsLockError(const rocksdb::Status& s) {
+  const std::string msg = s.ToString();
+  return s.IsIOError() && (msg.find("LOCK") != std::string::npos ||
+                           msg.find("lock") != std::string::npos);
+}
+
+std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+}  // namespace
+
+rocksdb::Options CheckpointColumnFamilyOptions() {
+  rocksdb::Options options;
+  options.compression = rocksdb::kNoCompression;
+  options.bottommost_compression = rocksdb::kNoCompression;
+  options.disable_auto_compactions = true;
+  rocksdb::BlockBasedTableOptions table;
+  // A piece is one value of up to max_piece_bytes; it becomes its own
+  // block whatever this is. Small blocks keep the index of small items
+  // fine-grained.
+  table.block_size = 16 << 10;
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return options;
+}
+
+StoreImpl::StoreImpl(std::string path, StoreOptions options)
+    : path_(std::move(path)),
+      options_(options),
+      staging_root_((fs::path(path_) / kStagingDirName).string()) {}
+
+StoreImpl::~StoreImpl() {
+  cfs_.clear();
+  if (db_ && default_cf_ != nullptr) {
+    db_->DestroyColumnFamilyHandle(default_cf_).PermitUncheckedError();
+  }
+  if (db_) db_->Close().PermitUncheckedError();
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
+                                           const StoreOptions& options) {
+  return StoreImpl::Open(path, options);
+}
+
+Result<std::unique_ptr<Store>> StoreImpl::Open(const std::string& path,
+                                               const StoreOptions& options) {
+  if (path.empty()) return Status::InvalidArgument("store path is empty");
+  std::unique_ptr<StoreImpl> store(new StoreImpl(path, options));
+  ROCKSDCP_RETURN_IF_ERROR(store->OpenDB());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+Status StoreImpl::OpenDB() {
+  const std::string where = "store " + Quote(path_);
+  std::error_code ec;
+  const bool exists = fs::exists(fs::path(path_) / "CURRENT", ec);
+  if (!exists) {
+    if (!options_.create_if_missing || options_.read_only) {
+      return Status::NotFound(where + " does not exist (no RocksDB there)");
+    }
+    fs::create_directories(path_, ec);
+    if (ec) {
+      return Status::IOError("cannot create " + where + ": " + ec.message());
+    }
+  }
+  if (!options_.read_only) {
+    fs::create_directories(staging_root_, ec);
+    if (ec) {
+      return Status::IOError("cannot create staging directory of " + where +
+                             ": " + ec.message());
+    }
+  }
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = options_.create_if_missing;
+  db_options.max_background_jobs = options_.max_background_jobs;
+  // Checkpoint data arrives as ingested SST files; only the catalog and
+  // metadata keys go through the WAL, each in a synced write.
+  db_options.avoid_flush_during_shutdown = false;
+
+  std::vector<std::string> names;
+  if (exists) {
+    rocksdb::Status s =
+        rocksdb::DB::ListColumnFamilies(db_options, path_, &names);
+    if (!s.ok()) return FromRocksDB(s, "cannot list column families of " + where);
+  } else {
+    names.push_back(rocksdb::kDefaultColumnFamilyName);
+  }
+
+  const rocksdb::Options cf_options = CheckpointColumnFamilyOptions();
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : names) {
+    if (name == rocksdb::kDefaultColumnFamilyName) {
+      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    } else {
+      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(cf_options));
+    }
+  }
+
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      options_.read_only
+          ? rocksdb::DB::OpenForReadOnly(db_options, path_, descriptors,
+                                         &handles, &raw)
+          : rocksdb::DB::Open(db_options, path_, descriptors, &handles, &raw);
+  if (!s.ok()) {
+    if (IsLockError(s)) {
+      const bool same_process =
+          s.ToString().find("current process") != std::string::npos;
+      return Status::Busy(
+          where +
+          (same_process ? " is already open read-write in this process"
+                        : " is locked by another process") +
+          " (RocksDB's LOCK file is held; only one process may open a store "
+          "read-write; open it with read_only = true to load or inspect)");
+    }
+    return FromRocksDB(s, "cannot open " + where);
+  }
+  db_.reset(raw);
+  rocksdb::DB* db = raw;
+  for (rocksdb::ColumnFamilyHandle* h : handles) {
+    if (h->GetName() == rocksdb::kDefaultColumnFamilyName) {
+      default_cf_ = h;
+      continue;
+    }
+    cfs_[h->GetName()] = std::shared_ptr<rocksdb::ColumnFamilyHandle>(
+        h, [db](rocksdb::ColumnFamilyHandle* p) {
+          db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
+        });
+  }
+  return Status::OK();
+}
+
+Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
+  std::map<std::string, CheckpointInfo> catalog;
+  rocksdb::ReadOptions ro;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, default_cf_));
+  const std::string prefix(keys::kCatalogPrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    const std::string key = it->key().ToString();
+    auto entry = format::DecodeCatalogEntry(
+        std::string_view(it->value().data(), it->value().size()));
+    if (!entry.ok()) {
+      return entry.status().WithContext("store " + Quote(path_) +
+                                        ": catalog entry " + Quote(key));
+    }
+    ROCKSDCP_ASSIGN_OR_RETURN(std::string id, keys::ParseCatalogKey(key));
+    if (entry->id != id) {
+      return Status::Corruption("store " + Quote(path_) + ": catalog entry " +
+                                Quote(key) + " names checkpoint " +
+                                Quote(entry->id));
+    }
+    catalog.emplace(std::move(id), std::move(entry).value());
+  }
+  if (!it->status().ok()) {
+    return FromRocksDB(it->status(), "store " + Quote(path_) + ": catalog scan");
+  }
+  return catalog;
+}
+
+Result<std::vector<CheckpointInfo>> StoreImpl::List() {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  std::vector<CheckpointInfo> out;
+  out.reserve(catalog.size());
+  for (auto& [id, info] : catalog) out.push_back(std::move(info));
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.created_unix_micros < b.created_unix_micros;
+  });
+  return out;
+}
+
+Result<CheckpointInfo> StoreImpl::Info(std::string_view id) {
+  ROCKSDCP_ASSIGN_OR_RETURN(CommittedCheckpoint c,
+                            LookupCommitted(std::string(id)));
+  return c.info;
+}
+
+namespace {
+
+// The id as one path component: escaped as keys are, plus '/' and '.', so
+// that the '.' before the save id is the only one.
+std::string FileSafeId(std::string_view id) {
+  std::string out;
+  for (char c : keys::EscapeFqn(id)) {
+    if (c == '/') {
+      out += "%2F";
+    } else if (c == '.') {
+      out += "%2E";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string StagingDirName(std::string_view id, std::string_view save_id) {
+  return FileSafeId(id) + "." + std::string(save_id);
+}
+
+bool StoreImpl::HasStagingDirFor(const std::string& id) const {
+  const std::string prefix = FileSafeId(id) + ".";
+  std::error_code ec;
+  for (fs::directory_iterator it(staging_root_, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > prefix.size() && name.rfind(prefix, 0) == 0 &&
+        name.find('.', prefix.size()) == std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
+  ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
+                               keys::CatalogKey(id), &value);
+  if (s.IsNotFound()) {
+    const bool begun = cfs_.count(id) > 0 || saving_ids_.count(id) > 0 ||
+                       HasStagingDirFor(id);
+    if (begun) {
+      return Status::NotFound(
+          "checkpoint " + Quote(id) + " in store " + Quote(path_) +
+          " was never committed (its save did not finish, or is still "
+          "running); it cannot be loaded");
+    }
+    return Status::NotFound("checkpoint " + Quote(id) +
+                            " not found in store " + Quote(path_));
+  }
+  if (!s.ok()) {
+    return FromRocksDB(s, "checkpoint " + Quote(id) + ": reading catalog");
+  }
+  auto info = format::DecodeCatalogEntry(value);
+  if (!info.ok()) {
+    return info.status().WithContext("checkpoint " + Quote(id) +
+                                     ": catalog entry");
+  }
+  auto it = cfs_.find(info->column_family);
+  if (it == cfs_.end()) {
+    return Status::Corruption("checkpoint " + Quote(id) +
+                              ": catalog names column family " +
+                              Quote(info->column_family) +
+                              ", which the store does not have");
+  }
+  return CommittedCheckpoint{std::move(info).value(), it->second};
+}
+
+Status StoreImpl::BeginSave(const std::string& id,
+                            const std::string& staging_dir, bool claim_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (claim_id && !saving_ids_.insert(id).second) {
+    return Status::Busy("checkpoint " + Quote(id) +
+                        " is already being saved by another writer of store " +
+                        Quote(path_));
+  }
+  active_staging_dirs_.insert(staging_dir);
+  return Status::OK();
+}
+
+void StoreImpl::EndSave(const std::string& id, const std::string& staging_dir,
+                        bool claimed_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (claimed_id) saving_ids_.erase(id);
+  active_staging_dirs_.erase(staging_dir);
+}
+
+std::string StoreImpl::FreshColumnFamilyName(const std::string& id) const {
+  if (cfs_.count(id) == 0) return id;
+  for (uint64_t gen = 1;; ++gen) {
+    std::string name = id + "~" + std::to_string(gen);
+    if (cfs_.count(name) == 0) return name;
+  }
+}
+
+void StoreImpl::DropColumnFamilyLocked(const std::string& name) {
+  auto it = cfs_.find(name);
+  if (it == cfs_.end()) return;
+  // Readers holding the handle keep reading; RocksDB deletes the files once
+  // the last handle goes.
+  db_->DropColumnFamily(it->second.get()).PermitUncheckedError();
+  cfs_.erase(it);
+}
+
+Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
+  const std::string& id = req.checkpoint_id;
+  const std::string ctx = "commit of checkpoint " + Quote(id);
+  std::lock_guard<std::mutex> lock(mu_);
+
+  std::string old_value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
+                               keys::CatalogKey(id), &old_value);
+  std::string old_cf;
+  if (s.ok()) {
+    if (!req.overwrite) {
+      return Status::AlreadyExists(
+          "checkpoint " + Quote(id) + " already exists in store " +
+          Quote(path_) + "; save with overwrite = true to replace it");
+    }
+    auto old_info = format::DecodeCatalogEntry(old_value);
+    // A corrupt old entry is replaced; its column family is left to GC.
+    if (old_info.ok()) old_cf = old_info->column_family;
+  } else if (!s.IsNotFound()) {
+    return FromRocksDB(s, ctx + ": reading catalog");
+  }
+
+  const std::string cf_name = FreshColumnFamilyName(id);
+  rocksdb::ColumnFamilyHandle* raw = nullptr;
+  s = db_->CreateColumnFamily(
+      rocksdb::ColumnFamilyOptions(CheckpointColumnFamilyOptions()), cf_name,
+      &raw);
+  if (!s.ok()) return FromRocksDB(s, ctx + ": creating column family");
+  rocksdb::DB* db = db_.get();
+  cfs_[cf_name] = std::shared_ptr<rocksdb::ColumnFamilyHandle>(
+      raw, [db](rocksdb::ColumnFamilyHandle* p) {
+        db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
+      });
+  if (commit_hook_) commit_hook_("after_create_cf");
+
+  if (!req.files.empty()) {
+    rocksdb::IngestExternalFileArg arg;
+    arg.column_family = raw;
+    arg.external_files = req.files;
+    arg.options.move_files = true;
+    arg.options.failed_move_fall_back_to_copy = true;
+    arg.options.verify_checksums_before_ingest = false;
+    s = db_->IngestExternalFiles({arg});
+    if (!s.ok()) {
+      DropColumnFamilyLocked(cf_name);
+      return FromRocksDB(s, ctx + ": ingesting " +
+                                std::to_string(req.files.size()) +
+                                " staging file(s)");
+    }
+  }
+  if (commit_hook_) commit_hook_("after_ingest");
+
+  CheckpointInfo info = std::move(req.info);
+  info.id = id;
+  info.column_family = cf_name;
+  info.state = CheckpointState::kCommitted;
+  info.created_unix_micros = NowUnixMicros();
+
+  rocksdb::WriteBatch batch;
+  s = batch.Put(raw, rocksdb::Slice(keys::kMetadataKey.data(),
+                                    keys::kMetadataKey.size()),
+                req.metadata_value);
+  if (s.ok()) {
+    s = batch.Put(default_cf_, keys::CatalogKey(id),
+                  format::EncodeCatalogEntry(info));
+  }
+  if (s.ok()) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    s = db_->Write(wo, &batch);
+  }
+  if (!s.ok()) {
+    DropColumnFamilyLocked(cf_name);
+    return FromRocksDB(s, ctx + ": writing metadata and catalog entry");
+  }
+  if (commit_hook_) commit_hook_("after_write");
+  if (!old_cf.empty() && old_cf != cf_name) DropColumnFamilyLocked(old_cf);
+  return info;
+}
+
+Status StoreImpl::Delete(std::string_view id_view) {
+  const std::string id(id_view);
+  if (read_only()) {
+    return Status::FailedPrecondition("cannot delete checkpoint " + Quote(id) +
+                                      ": store " + Quote(path_) +
+                                      " is open read-only");
+  }
+  ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), default_cf_, keys::CatalogKey(id), &value);
+  if (s.IsNotFound()) {
+    return Status::NotFound("checkpoint " + Quote(id) +
+                            " not found in store " + Quote(path_));
+  }
+  if (!s.ok()) return FromRocksDB(s, "delete of checkpoint " + Quote(id));
+  auto info = format::DecodeCatalogEntry(value);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  // The catalog entry goes first: once it is gone the checkpoint does not
+  // exist, whatever happens to the column family.
+  s = db_->Delete(wo, default_cf_, keys::CatalogKey(id));
+  if (!s.ok()) return FromRocksDB(s, "delete of checkpoint " + Quote(id));
+  if (info.ok()) DropColumnFamilyLocked(info->column_family);
+  return Status::OK();
+}
+
+Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
+  if (read_only()) {
+    return Status::FailedPrecondition("cannot collect garbage: store " +
+                                      Quote(path_) + " is open read-only");
+  }
+  // Under the lock, so that no commit lands between reading the catalog and
+  // dropping what it does not name.
+  std::lock_guard<std::mutex> lock(mu_);
+  ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  GcReport report;
+  std::set<std::string> live;
+  for (const auto& [id, info] : catalog) live.insert(info.column_family);
+  std::vector<std::string> orphans;
+  for (const auto& [name, handle] : cfs_) {
+    if (live.count(name) == 0) orphans.push_back(name);
+  }
+  for (const std::string& name : orphans) {
+    rocksdb::ColumnFamilyMetaData meta;
+    db_->GetColumnFamilyMetaData(cfs_[name].get(), &meta);
+    report.freed_bytes += meta.size;
+    report.dropped_column_families.push_back(name);
+    if (!dry_run) DropColumnFamilyLocked(name);
+  }
+
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(staging_root_, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (it.depth() == 0 && it->is_directory() &&
+        active_staging_dirs_.count(it->path().string())) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file()) {
+      report.freed_bytes += it->file_size();
+      report.deleted_staging_files.push_back(it->path().string());
+    }
+  }
+  if (!dry_run) {
+    for (fs::directory_iterator it(staging_root_, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (active_staging_dirs_.count(it->path().string())) continue;
+      std::error_code rm_ec;
+      fs::remove_all(it->path(), rm_ec);
+      if (rm_ec) {
+        return Status::IOError("GC of store " + Quote(path_) +
+                               ": cannot remove " + it->path().string() +
+                               ": " + rm_ec.message());
+      }
+    }
+  }
+  return report;
+}
+
+Result<std::unique_ptr<RocksDBStorageWriter>> StoreImpl::NewWriter(
+    const RocksDBWriterOptions& options) {
+  if (read_only()) {
+    return Status::FailedPrecondition("cannot save: store " + Quote(path_) +
+                                      " is open read-only");
+  }
+  if (options.max_piece_bytes == 0 || options.max_piece_bytes > (1ull << 30)) {
+    return Status::InvalidArgument(
+        "max_piece_bytes must be in [1, 1 GiB], got " +
+        std::to_string(options.max_piece_bytes));
+  }
+  return std::unique_ptr<RocksDBStorageWriter>(
+      new RocksDBStorageWriterImpl(this, options));
+}
+
+Result<std::unique_ptr<RocksDBStorageReader>> StoreImpl::NewReader(
+    const RocksDBReaderOptions& options) {
+  return std::unique_ptr<RocksDBStorageReader>(
+      new RocksDBStorageReaderImpl(this, options));
+}
+
+}  // namespace rocksdcp

@@ -1,1 +1,295 @@
-// placeholder: being written
+// Store lifecycle: list/info/delete, locking across processes, read-only
+// opens, and what a save that dies at each point of its commit leaves.
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "rocksdb/store_fixture.h"
+
+namespace rocksdcp::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// Runs the test child with `args`; returns its exit code (-1 if it did not
+// exit normally).
+int RunChild(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    std::string bin = ROCKSDCP_TEST_CHILD;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A child process holding a store open read-write until destroyed.
+class LockHolder {
+ public:
+  explicit LockHolder(const std::string& store) {
+    int to_child[2], from_child[2];
+    EXPECT_EQ(pipe(to_child), 0);
+    EXPECT_EQ(pipe(from_child), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      close(to_child[1]);
+      close(from_child[0]);
+      execl(ROCKSDCP_TEST_CHILD, ROCKSDCP_TEST_CHILD, "hold", store.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    stdin_ = to_child[1];
+    char buf[6] = {};
+    // Blocks until the child has the lock and says so.
+    ready_ = read(from_child[0], buf, 5) == 5 && std::string(buf) == "ready";
+    close(from_child[0]);
+  }
+  ~LockHolder() {
+    close(stdin_);  // The child exits on EOF.
+    int status;
+    waitpid(pid_, &status, 0);
+  }
+  bool ready() const { return ready_; }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  bool ready_ = false;
+};
+
+TEST_F(StoreTest, NewStoreIsEmpty) {
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  EXPECT_THAT(list, IsEmpty());
+}
+
+TEST_F(StoreTest, OpenMissingStoreWithoutCreateIsNotFound) {
+  StoreOptions options;
+  options.create_if_missing = false;
+  EXPECT_THAT(Store::Open(dir_.Sub("nowhere"), options),
+              StatusIs(StatusCode::kNotFound, HasSubstr("nowhere")));
+}
+
+TEST_F(StoreTest, ListsInfoAndDeletes) {
+  ExampleState a = ExampleStateDict(1), b = ExampleStateDict(2);
+  ASSERT_OK(SaveDict(a.dict, "step-100"));
+  ASSERT_OK(SaveDict(b.dict, "step-200"));
+
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, "step-100");
+  EXPECT_EQ(list[1].id, "step-200");
+  EXPECT_LE(list[0].created_unix_micros, list[1].created_unix_micros);
+
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo info, store_->Info("step-200"));
+  EXPECT_EQ(info.column_family, "step-200");
+  EXPECT_EQ(info.state, CheckpointState::kCommitted);
+  EXPECT_EQ(info.items, 4u);
+  EXPECT_EQ(info.bytes, 48u * 100 * 2 + 100 * 4 + 8 + 5000);
+  EXPECT_EQ(info.world_size, 1);
+  EXPECT_NE(info.metadata_checksum, 0u);
+
+  ASSERT_OK(store_->Delete("step-100"));
+  ASSERT_OK_AND_ASSIGN(list, store_->List());
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].id, "step-200");
+  ExampleState into = EmptyExampleStateDict();
+  EXPECT_THAT(LoadDict(&into.dict, "step-100"),
+              StatusIs(StatusCode::kNotFound, HasSubstr("step-100")));
+  EXPECT_THAT(store_->Delete("step-100"),
+              StatusIs(StatusCode::kNotFound, HasSubstr("step-100")));
+}
+
+TEST_F(StoreTest, CheckpointsSurviveReopen) {
+  ExampleState a = ExampleStateDict(7);
+  ASSERT_OK(SaveDict(a.dict, "kept"));
+  OpenStore();
+  ExampleState into = EmptyExampleStateDict();
+  ASSERT_OK(LoadDict(&into.dict, "kept"));
+  EXPECT_TRUE(IsExampleState(into, 7));
+}
+
+TEST_F(StoreTest, StoreLockedByAnotherProcessIsBusy) {
+  CloseStore();
+  {
+    LockHolder holder(store_path());
+    ASSERT_TRUE(holder.ready());
+    EXPECT_THAT(Store::Open(store_path()),
+                StatusIs(StatusCode::kBusy,
+                         HasSubstr("is locked by another process")));
+    // Read-only opens still work while the other process holds it.
+    StoreOptions ro;
+    ro.read_only = true;
+    EXPECT_OK(Store::Open(store_path(), ro));
+  }
+  OpenStore();  // The lock went with the process.
+}
+
+TEST_F(StoreTest, SecondReadWriteOpenInProcessIsBusy) {
+  EXPECT_THAT(Store::Open(store_path()),
+              StatusIs(StatusCode::kBusy, HasSubstr("in this process")));
+}
+
+TEST_F(StoreTest, ReadOnlyStoreLoadsButDoesNotWrite) {
+  ExampleState a = ExampleStateDict(3);
+  ASSERT_OK(SaveDict(a.dict, "c"));
+  StoreOptions options;
+  options.read_only = true;
+  ASSERT_OK_AND_ASSIGN(auto ro, Store::Open(store_path(), options));
+  ASSERT_OK_AND_ASSIGN(auto reader, ro->NewReader());
+  ExampleState into = EmptyExampleStateDict();
+  ASSERT_OK(Load(&into.dict, *reader, {.checkpoint_id = "c"}));
+  EXPECT_TRUE(IsExampleState(into, 3));
+  EXPECT_THAT(ro->NewWriter(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("read-only")));
+  EXPECT_THAT(ro->Delete("c"), StatusIs(StatusCode::kFailedPrecondition,
+                                        HasSubstr("read-only")));
+}
+
+// A save whose process dies before its commit batch is durable leaves no
+// checkpoint; one that dies after it leaves the new checkpoint. Either way
+// GC removes what is left over, and the store keeps working.
+class CrashTest : public StoreTest,
+                  public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CrashTest, InterruptedFirstSaveIsInvisible) {
+  const std::string stage = GetParam();
+  CloseStore();
+  ASSERT_EQ(RunChild({"save", store_path(), "ck", "5", stage}), 0);
+  OpenStore();
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  ExampleState into = EmptyExampleStateDict();
+  if (stage == "after_write") {
+    ASSERT_EQ(list.size(), 1u);
+    ASSERT_OK(LoadDict(&into.dict, "ck"));
+    EXPECT_TRUE(IsExampleState(into, 5));
+  } else {
+    EXPECT_THAT(list, IsEmpty());
+    EXPECT_THAT(LoadDict(&into.dict, "ck"),
+                StatusIs(StatusCode::kNotFound,
+                         HasSubstr("'ck' in store '" + store_path() +
+                                   "' was never committed")));
+  }
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage());
+  if (stage == "after_create_cf" || stage == "after_ingest") {
+    EXPECT_THAT(gc.dropped_column_families, ElementsAre("ck"));
+  } else {
+    EXPECT_THAT(gc.dropped_column_families, IsEmpty());
+  }
+  if (stage == "before_finish") {
+    EXPECT_FALSE(gc.deleted_staging_files.empty());
+  }
+  ASSERT_OK_AND_ASSIGN(gc, store_->CollectGarbage(/*dry_run=*/true));
+  EXPECT_THAT(gc.dropped_column_families, IsEmpty());
+  EXPECT_THAT(gc.deleted_staging_files, IsEmpty());
+  // After GC, the store saves and loads the id.
+  ExampleState again = ExampleStateDict(6);
+  ASSERT_OK(SaveDict(again.dict, "ck", {.overwrite = true}));
+  ASSERT_OK(LoadDict(&into.dict, "ck"));
+  EXPECT_TRUE(IsExampleState(into, 6));
+}
+
+TEST_P(CrashTest, InterruptedOverwriteKeepsOldOrNewCheckpoint) {
+  const std::string stage = GetParam();
+  ExampleState old_state = ExampleStateDict(10);
+  ASSERT_OK(SaveDict(old_state.dict, "ck"));
+  CloseStore();
+  ASSERT_EQ(RunChild({"save", store_path(), "ck", "11", stage}), 0);
+  OpenStore();
+  ExampleState into = EmptyExampleStateDict();
+  ASSERT_OK(LoadDict(&into.dict, "ck"));
+  EXPECT_TRUE(IsExampleState(into, stage == std::string("after_write") ? 11 : 10));
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage());
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  ASSERT_EQ(list.size(), 1u);
+  ASSERT_OK(LoadDict(&into.dict, "ck"));
+  EXPECT_TRUE(IsExampleState(into, stage == std::string("after_write") ? 11 : 10));
+  // Exactly one column family remains for the id.
+  ASSERT_OK_AND_ASSIGN(gc, store_->CollectGarbage(/*dry_run=*/true));
+  EXPECT_THAT(gc.dropped_column_families, IsEmpty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, CrashTest,
+                         ::testing::Values("before_finish", "after_create_cf",
+                                           "after_ingest", "after_write"));
+
+TEST_F(StoreTest, OverwriteDropsOldColumnFamily) {
+  ExampleState a = ExampleStateDict(1), b = ExampleStateDict(2);
+  ASSERT_OK(SaveDict(a.dict, "x"));
+  ASSERT_OK(SaveDict(b.dict, "x", {.overwrite = true}));
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo info, store_->Info("x"));
+  EXPECT_EQ(info.column_family, "x~1");
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage(/*dry_run=*/true));
+  EXPECT_THAT(gc.dropped_column_families, IsEmpty());
+  ExampleState into = EmptyExampleStateDict();
+  ASSERT_OK(LoadDict(&into.dict, "x"));
+  EXPECT_TRUE(IsExampleState(into, 2));
+}
+
+TEST_F(StoreTest, ReaderKeepsLoadingACheckpointDeletedMeanwhile) {
+  ExampleState a = ExampleStateDict(4);
+  ASSERT_OK(SaveDict(a.dict, "d"));
+  ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader());
+  ASSERT_OK(reader->Reset("d"));
+  ASSERT_OK_AND_ASSIGN(Metadata md, reader->ReadMetadata());
+  ASSERT_OK(store_->Delete("d"));
+  // The reader pinned the column family when it read the metadata.
+  ExampleState into = EmptyExampleStateDict();
+  DefaultLoadPlanner planner;
+  ASSERT_OK(planner.SetUpPlanner(&into.dict, &md, true));
+  ASSERT_OK(reader->SetUpStorageReader(md, true, 0, 1));
+  ASSERT_OK_AND_ASSIGN(LoadPlan plan, planner.CreateLocalPlan());
+  ASSERT_OK(reader->ReadData(plan, planner).get());
+  EXPECT_TRUE(IsExampleState(into, 4));
+}
+
+TEST_F(StoreTest, SameIdSavedByTwoWritersAtOnceIsBusy) {
+  ASSERT_OK_AND_ASSIGN(auto w1, store_->NewWriter());
+  ASSERT_OK_AND_ASSIGN(auto w2, store_->NewWriter());
+  ASSERT_OK(w1->Reset("same"));
+  ASSERT_OK(w1->SetUpStorageWriter(true, 0, 1));
+  ASSERT_OK(w2->Reset("same"));
+  EXPECT_THAT(w2->SetUpStorageWriter(true, 0, 1),
+              StatusIs(StatusCode::kBusy,
+                       HasSubstr("'same' is already being saved")));
+  w1.reset();  // Abandons its save and releases the id.
+  ASSERT_OK_AND_ASSIGN(auto w3, store_->NewWriter());
+  ASSERT_OK(w3->Reset("same"));
+  EXPECT_OK(w3->SetUpStorageWriter(true, 0, 1));
+}
+
+TEST_F(StoreTest, AbandonedWriterLeavesNoStagingFiles) {
+  ExampleState a = ExampleStateDict(1);
+  {
+    ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
+    DefaultSavePlanner planner;
+    ASSERT_OK(writer->Reset("gone"));
+    ASSERT_OK(writer->SetUpStorageWriter(true, 0, 1));
+    ASSERT_OK(planner.SetUpPlanner(&a.dict, writer->GetStorageMeta(), true));
+    ASSERT_OK_AND_ASSIGN(SavePlan plan, planner.CreateLocalPlan());
+    ASSERT_OK_AND_ASSIGN(auto global, planner.CreateGlobalPlan({plan}));
+    ASSERT_OK(writer->WriteData(global.plans[0], planner).get());
+  }
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage(/*dry_run=*/true));
+  EXPECT_THAT(gc.deleted_staging_files, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  EXPECT_THAT(list, IsEmpty());
+}
+
+}  // namespace
+}  // namespace rocksdcp::testing

@@ -1,0 +1,148 @@
+#include "rocksdb/store_fixture.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+namespace rocksdcp::testing {
+
+namespace {
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::string out(n, '\0');
+  uint64_t state = seed;
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t v = SplitMix64(state);
+    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
+  }
+  return out;
+}
+
+OwnedTensor RandomTensor(DType dtype, std::vector<int64_t> sizes,
+                         uint64_t seed) {
+  OwnedTensor t = ZeroTensor(dtype, std::move(sizes));
+  const std::string r = RandomBytes(t.bytes.size(), seed);
+  std::memcpy(t.bytes.data(), r.data(), r.size());
+  return t;
+}
+
+OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes) {
+  OwnedTensor t;
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  // At least one byte, so data is never null.
+  t.bytes.assign(std::max<size_t>(1, n * DTypeSize(dtype)), 0);
+  t.view = TensorView::Contiguous(dtype, std::move(sizes), t.bytes.data());
+  return t;
+}
+
+::testing::AssertionResult SameTensor(const TensorView& a,
+                                      const TensorView& b) {
+  if (a.dtype != b.dtype) {
+    return ::testing::AssertionFailure()
+           << "dtype " << DTypeName(a.dtype) << " vs " << DTypeName(b.dtype);
+  }
+  if (a.sizes != b.sizes) return ::testing::AssertionFailure() << "sizes differ";
+  // Compare contiguous copies.
+  std::vector<uint8_t> ca(a.nbytes() + 1), cb(b.nbytes() + 1);
+  CopyTensor(a, TensorView::Contiguous(a.dtype, a.sizes, ca.data()));
+  CopyTensor(b, TensorView::Contiguous(b.dtype, b.sizes, cb.data()));
+  if (ca != cb) {
+    size_t i = 0;
+    while (ca[i] == cb[i]) ++i;
+    return ::testing::AssertionFailure() << "bytes differ at offset " << i;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+namespace {
+
+ExampleState MakeExample(uint64_t seed, bool zero) {
+  ExampleState s;
+  s.tensors.reserve(3);
+  auto add = [&](const std::string& fqn, DType dtype,
+                 std::vector<int64_t> sizes, uint64_t salt) {
+    s.tensors.push_back(zero ? ZeroTensor(dtype, std::move(sizes))
+                             : RandomTensor(dtype, std::move(sizes),
+                                            seed * 31 + salt));
+    s.dict[fqn] = s.tensors.back().view;
+  };
+  add("model.layers.0.attn.w", DType::kBFloat16, {48, 100}, 1);
+  add("model.norm.bias", DType::kFloat32, {100}, 2);
+  add("step_counter", DType::kInt64, {}, 3);
+  s.dict["optimizer/state"] = zero ? std::string() : RandomBytes(5000, seed);
+  return s;
+}
+
+}  // namespace
+
+ExampleState ExampleStateDict(uint64_t seed) { return MakeExample(seed, false); }
+ExampleState EmptyExampleStateDict() { return MakeExample(0, true); }
+
+::testing::AssertionResult IsExampleState(const ExampleState& loaded,
+                                          uint64_t seed) {
+  ExampleState want = ExampleStateDict(seed);
+  for (const auto& [fqn, value] : want.dict) {
+    auto it = loaded.dict.find(fqn);
+    if (it == loaded.dict.end()) {
+      return ::testing::AssertionFailure() << "missing " << fqn;
+    }
+    if (const auto* t = std::get_if<TensorView>(&value)) {
+      auto r = SameTensor(std::get<TensorView>(it->second), *t);
+      if (!r) return r << " (" << fqn << ")";
+    } else if (std::get<std::string>(it->second) != std::get<std::string>(value)) {
+      return ::testing::AssertionFailure() << "bytes differ: " << fqn;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void StoreTest::SetUp() { OpenStore(); }
+
+void StoreTest::OpenStore(const StoreOptions& options) {
+  store_.reset();
+  auto store = Store::Open(store_path(), options);
+  ASSERT_OK(store);
+  store_ = std::move(store).value();
+}
+
+Result<Metadata> StoreTest::SaveDict(const StateDict& sd, const std::string& id,
+                                     const RocksDBWriterOptions& options) {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store_->NewWriter(options));
+  SaveOptions so;
+  so.checkpoint_id = id;
+  return Save(sd, *writer, so);
+}
+
+Status StoreTest::LoadDict(StateDict* sd, const std::string& id,
+                           bool allow_partial_load) {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store_->NewReader());
+  LoadOptions lo;
+  lo.checkpoint_id = id;
+  lo.allow_partial_load = allow_partial_load;
+  return Load(sd, *reader, lo);
+}
+
+std::vector<std::string> StoreTest::SstFiles() const {
+  std::vector<std::pair<uintmax_t, std::string>> found;
+  for (const auto& e : std::filesystem::directory_iterator(store_path())) {
+    if (e.path().extension() == ".sst") {
+      found.emplace_back(e.file_size(), e.path().string());
+    }
+  }
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> out;
+  for (auto& [size, path] : found) out.push_back(path);
+  return out;
+}
+
+}  // namespace rocksdcp::testing

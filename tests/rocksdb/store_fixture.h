@@ -1,0 +1,69 @@
+// A fixture owning a fresh Store in a fresh temp dir, with helpers that
+// save and load through the real driver, and tensors that own their bytes.
+
+#ifndef ROCKSDCP_TESTS_ROCKSDB_STORE_FIXTURE_H_
+#define ROCKSDCP_TESTS_ROCKSDB_STORE_FIXTURE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rocksdcp/rocksdcp.h"
+#include "test_util.h"
+
+namespace rocksdcp::testing {
+
+// A contiguous tensor with its own storage.
+struct OwnedTensor {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+// Deterministic, seed-dependent contents.
+OwnedTensor RandomTensor(DType dtype, std::vector<int64_t> sizes,
+                         uint64_t seed);
+OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes);
+std::string RandomBytes(size_t n, uint64_t seed);
+
+// Equal dtype, sizes and elements (through both views' strides).
+::testing::AssertionResult SameTensor(const TensorView& a, const TensorView& b);
+
+// A small state dict whose every byte is a function of `seed`: a bf16
+// matrix of several pieces (at max_piece_bytes = 4096), a float tensor, a
+// 0-d int64 and a byte item. The tensors' storage lives in `tensors`.
+struct ExampleState {
+  std::vector<OwnedTensor> tensors;
+  StateDict dict;
+};
+ExampleState ExampleStateDict(uint64_t seed);
+// The same shapes, zero-filled, to load into.
+ExampleState EmptyExampleStateDict();
+// True if `loaded` holds exactly ExampleStateDict(seed).
+::testing::AssertionResult IsExampleState(const ExampleState& loaded,
+                                          uint64_t seed);
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+
+  std::string store_path() const { return dir_.Sub("store"); }
+  // (Re)opens store_ at store_path().
+  void OpenStore(const StoreOptions& options = {});
+  void CloseStore() { store_.reset(); }
+
+  Result<Metadata> SaveDict(const StateDict& sd, const std::string& id,
+                            const RocksDBWriterOptions& options = {});
+  Status LoadDict(StateDict* sd, const std::string& id,
+                  bool allow_partial_load = false);
+
+  // The .sst files under the store directory (not staging), largest first.
+  std::vector<std::string> SstFiles() const;
+
+  ScopedTempDir dir_;
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace rocksdcp::testing
+
+#endif  // ROCKSDCP_TESTS_ROCKSDB_STORE_FIXTURE_H_

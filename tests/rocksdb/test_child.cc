@@ -1,0 +1,110 @@
+// A child process for the store tests: holds a store's lock, or saves a
+// checkpoint and dies (_exit, no cleanup) at a chosen point, as a crash would.
+//
+//   rocksdcp_test_child hold STORE
+//       opens STORE read-write, prints "ready", waits for stdin to close.
+//   rocksdcp_test_child save STORE ID SEED STAGE
+//       saves the state dict ExampleStateDict(SEED) as ID (overwrite on) and
+//       _exits at STAGE: before_finish, after_create_cf, after_ingest,
+//       after_write, or never.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "rocksdb/store_fixture.h"
+#include "rocksdb/store_impl.h"
+
+namespace rocksdcp::testing {
+namespace {
+
+// Forwards to a real writer, but dies instead of finishing.
+class DieBeforeFinish final : public StorageWriter {
+ public:
+  explicit DieBeforeFinish(StorageWriter* w) : w_(w) {}
+  Status Reset(std::string_view id) override { return w_->Reset(id); }
+  Status SetUpStorageWriter(bool c, int r, int ws) override {
+    return w_->SetUpStorageWriter(c, r, ws);
+  }
+  Result<SavePlan> PrepareLocalPlan(SavePlan p) override {
+    return w_->PrepareLocalPlan(std::move(p));
+  }
+  Result<std::vector<SavePlan>> PrepareGlobalPlan(
+      std::vector<SavePlan> p) override {
+    return w_->PrepareGlobalPlan(std::move(p));
+  }
+  std::future<Result<std::vector<WriteResult>>> WriteData(
+      const SavePlan& plan, SavePlanner& planner) override {
+    return w_->WriteData(plan, planner);
+  }
+  Status Finish(Metadata*,
+                const std::vector<std::vector<WriteResult>>&) override {
+    _exit(0);
+  }
+  std::optional<StorageMeta> GetStorageMeta() override {
+    return w_->GetStorageMeta();
+  }
+
+ private:
+  StorageWriter* w_;
+};
+
+int Hold(const std::string& path) {
+  auto store = Store::Open(path);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char buf[64];
+  while (read(0, buf, sizeof(buf)) > 0) {
+  }
+  return 0;
+}
+
+int SaveAndDie(const std::string& path, const std::string& id, uint64_t seed,
+               const std::string& stage) {
+  auto store = Store::Open(path);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  static_cast<StoreImpl*>(store->get())
+      ->TEST_SetCommitHook([stage](std::string_view at) {
+        if (at == stage) _exit(0);
+      });
+  RocksDBWriterOptions wo;
+  wo.overwrite = true;
+  wo.max_piece_bytes = 4096;
+  auto writer = (*store)->NewWriter(wo);
+  if (!writer.ok()) return 2;
+  ExampleState state = ExampleStateDict(seed);
+  DieBeforeFinish dying(writer->get());
+  StorageWriter& w = stage == "before_finish"
+                         ? static_cast<StorageWriter&>(dying)
+                         : static_cast<StorageWriter&>(**writer);
+  SaveOptions so;
+  so.checkpoint_id = id;
+  auto saved = Save(state.dict, w, so);
+  if (!saved.ok()) {
+    std::fprintf(stderr, "%s\n", saved.status().ToString().c_str());
+    return 3;
+  }
+  return stage == "never" ? 0 : 4;  // The stage was never reached.
+}
+
+}  // namespace
+}  // namespace rocksdcp::testing
+
+int main(int argc, char** argv) {
+  using namespace rocksdcp::testing;
+  if (argc == 3 && std::strcmp(argv[1], "hold") == 0) return Hold(argv[2]);
+  if (argc == 6 && std::strcmp(argv[1], "save") == 0) {
+    return SaveAndDie(argv[2], argv[3], std::stoull(argv[4]), argv[5]);
+  }
+  std::fprintf(stderr, "usage: see the comment at the top of test_child.cc\n");
+  return 64;
+}
