@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libdlpack-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -1,5 +1,7 @@
 #include "memory_storage.h"
 
+#include "util/ready_future.h"
+
 #include <atomic>
 #include <cstdio>
 #include <utility>
@@ -30,13 +32,6 @@ std::string ShapeString(const std::vector<int64_t>& v) {
 std::string FreshId(std::string_view kind) {
   static std::atomic<uint64_t> next{0};
   return std::string(kind) + "-" + std::to_string(next.fetch_add(1) + 1);
-}
-
-template <typename T>
-std::future<T> Ready(T value) {
-  std::promise<T> promise;
-  promise.set_value(std::move(value));
-  return promise.get_future();
 }
 
 bool BoxWithin(const std::vector<int64_t>& offsets,
@@ -257,7 +252,7 @@ Result<std::vector<SavePlan>> MemoryStorageWriter::PrepareGlobalPlan(
 
 std::future<Result<std::vector<WriteResult>>> MemoryStorageWriter::WriteData(
     const SavePlan& plan, SavePlanner& planner) {
-  return Ready(DoWriteData(plan, planner));
+  return util::ReadyFuture(DoWriteData(plan, planner));
 }
 
 Result<std::vector<WriteResult>> MemoryStorageWriter::DoWriteData(
@@ -389,7 +384,7 @@ Result<std::vector<LoadPlan>> MemoryStorageReader::PrepareGlobalPlan(
 
 std::future<Status> MemoryStorageReader::ReadData(const LoadPlan& plan,
                                                   LoadPlanner& planner) {
-  return Ready(DoReadData(plan, planner));
+  return util::ReadyFuture(DoReadData(plan, planner));
 }
 
 Status MemoryStorageReader::DoReadData(const LoadPlan& plan,

@@ -7,12 +7,18 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <ostream>
 #include <string>
 
+#include "rocksdcp/collective.h"
+#include "util/ready_future.h"
 #include "rocksdcp/status.h"
 
 namespace rocksdcp::testing {
+
+using ::rocksdcp::util::ReadyFuture;
 
 inline const Status& GetStatus(const Status& s) { return s; }
 
@@ -61,6 +67,11 @@ MATCHER(IsOk, "is OK") {
   auto result = (rexpr);                               \
   ASSERT_OK(result);                                   \
   lhs = std::move(result).value()
+
+// Runs `body(rank, collective)` on one thread per rank of a fresh
+// ThreadCollective group of `world_size`, and joins them.
+void RunRanks(int world_size, int coordinator,
+              const std::function<void(int, Collective&)>& body);
 
 // A directory made fresh for one test under testing::TempDir(), removed
 // with everything in it when the object goes away.

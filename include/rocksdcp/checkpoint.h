@@ -5,8 +5,12 @@
 // error is caught and reported as one Status that names the rank and the
 // step that failed, as DCP's CheckpointException does.
 //
-// This release drives world size 1 (LocalCollective). A Collective with a
-// larger world size is refused with NotSupported.
+// Ranks: with no Collective, one rank (LocalCollective). With a
+// ThreadCollective or MpiCollective, every rank calls Save (or Load) with
+// its own state dict, writer (or reader) and its member of the collective.
+// Plans, results and metadata cross between ranks as FlatBuffers. A failure
+// on any rank makes every rank return one error naming each failing rank
+// and step; a failed save commits nothing.
 //
 // Example:
 //   ROCKSDCP_ASSIGN_OR_RETURN(auto store, Store::Open("/data/ckpt"));

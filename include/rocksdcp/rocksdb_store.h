@@ -17,7 +17,8 @@
 // Processes: one process opens a store read-write; RocksDB's LOCK file
 // enforces this and Open reports it as Busy "store is locked by another
 // process". Other processes may open it with `read_only = true` to load or
-// inspect; a read-only Store sees the checkpoints committed when it opened.
+// inspect (a read-only Store sees the checkpoints committed when it
+// opened), or with `follower = true` to write their rank's part of a save.
 //
 // REQUIRES: a Store outlives every writer and reader made from it.
 
@@ -49,6 +50,15 @@ struct StoreOptions {
   // checkpoints committed at the time it opened.
   // Default: false
   bool read_only = false;
+
+  // Open as a follower rank of a save whose coordinator runs in another
+  // process (MPI ranks): no RocksDB is opened, so the coordinator's process
+  // can hold the store read-write. Only NewWriter works, and its writer
+  // can't be the coordinator: it writes staging SST files that the
+  // coordinator ingests. The store must exist, at the same path on every
+  // rank (one node, or a shared filesystem mounted at the same path).
+  // Default: false
+  bool follower = false;
 
   // ---- Performance ----
 

@@ -3,6 +3,9 @@
 
 #include "rocksdcp/checkpoint.h"
 
+#include "format/metadata_codec.h"
+#include "format/plan_codec.h"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,29 +37,61 @@ class StepContext {
   std::string prefix_;
 };
 
+// How each protocol value crosses between ranks: FlatBuffers, verified on
+// receipt like any untrusted bytes (src/format/plan_codec.h).
+template <typename T>
+struct Wire;
+template <>
+struct Wire<SavePlan> {
+  static std::string Encode(const SavePlan& v) {
+    return format::EncodeSavePlan(v);
+  }
+  static Result<SavePlan> Decode(std::string_view b) {
+    return format::DecodeSavePlan(b);
+  }
+};
+template <>
+struct Wire<LoadPlan> {
+  static std::string Encode(const LoadPlan& v) {
+    return format::EncodeLoadPlan(v);
+  }
+  static Result<LoadPlan> Decode(std::string_view b) {
+    return format::DecodeLoadPlan(b);
+  }
+};
+template <>
+struct Wire<std::vector<WriteResult>> {
+  static std::string Encode(const std::vector<WriteResult>& v) {
+    return format::EncodeWriteResults(v);
+  }
+  static Result<std::vector<WriteResult>> Decode(std::string_view b) {
+    return format::DecodeWriteResults(b);
+  }
+};
+template <>
+struct Wire<Metadata> {
+  static std::string Encode(const Metadata& v) {
+    return format::EncodeMetadata(v);
+  }
+  static Result<Metadata> Decode(std::string_view b) {
+    return format::DecodeMetadata(b);
+  }
+};
+
 // DCP's _DistWrapper: the collective steps of the protocol. Each runs a
 // step on every rank and, on the coordinator, a step over every rank's
 // result, then hands each rank its share.
 //
-// Only world size 1 is driven today, where each step is a local call. More
-// ranks need two things not built yet, and these methods are where they go:
-// a wire encoding of plans, write results and metadata to send through the
-// Collective (Gather, Scatter, Broadcast), and error agreement, so that a
-// failure on any rank reaches every rank as one Aborted naming the failing
-// ranks and steps (DCP's CheckpointException).
+// Every rank makes the same collective calls whatever happens, so that a
+// failure on one rank can't leave the others waiting: a failed local step
+// still sends its Status. If any rank fails, every rank returns one error
+// naming each failing rank and step (DCP's CheckpointException).
+//
+// With one rank, values are handed over directly, without encoding.
 class DistWrapper {
  public:
-  // NotSupported for a world size this release can't drive.
-  static Status CheckSupported(const Collective& collective) {
-    if (collective.world_size() != 1) {
-      return Status::NotSupported(
-          "world size " + std::to_string(collective.world_size()) +
-          ": multi-rank save/load arrives with MpiCollective/ThreadCollective");
-    }
-    return Status::OK();
-  }
-
-  explicit DistWrapper(Collective& collective) : collective_(collective) {}
+  DistWrapper(Collective& collective, std::string op, std::string id)
+      : collective_(collective), op_(std::move(op)), id_(std::move(id)) {}
 
   int rank() const { return collective_.rank(); }
   int world_size() const { return collective_.world_size(); }
@@ -68,18 +103,39 @@ class DistWrapper {
   template <typename T, typename LocalStep, typename GlobalStep>
   Result<T> ReduceScatter(std::string_view step, LocalStep local_step,
                           GlobalStep global_step) {
-    ROCKSDCP_ASSIGN_OR_RETURN(T local, local_step());
-    std::vector<T> all;
-    all.push_back(std::move(local));
-    ROCKSDCP_ASSIGN_OR_RETURN(std::vector<T> scattered,
-                              global_step(std::move(all)));
-    if (scattered.size() != static_cast<size_t>(world_size())) {
-      return Status::Internal(std::string(step) + ": the global step made " +
-                              std::to_string(scattered.size()) +
-                              " results for " + std::to_string(world_size()) +
-                              " rank(s)");
+    Result<T> local = local_step();
+    if (world_size() == 1) {
+      if (!local.ok()) return local.status();
+      std::vector<T> all;
+      all.push_back(std::move(local).value());
+      ROCKSDCP_ASSIGN_OR_RETURN(std::vector<T> scattered,
+                                global_step(std::move(all)));
+      ROCKSDCP_RETURN_IF_ERROR(CheckCount(step, scattered.size()));
+      return std::move(scattered[0]);
     }
-    return std::move(scattered[rank()]);
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        std::vector<std::string> gathered,
+        Checked(step, collective_.Gather(Outcome(local))));
+    std::vector<std::string> replies;
+    if (is_coordinator()) {
+      Result<std::vector<T>> values = DecodeAll<T>(gathered);
+      Result<std::vector<T>> scattered =
+          values.ok() ? global_step(std::move(values).value())
+                      : Result<std::vector<T>>(values.status());
+      if (scattered.ok()) {
+        Status count = CheckCount(step, scattered->size());
+        if (!count.ok()) scattered = count;
+      }
+      for (int r = 0; r < world_size(); ++r) {
+        replies.push_back(scattered.ok() ? Outcome(Result<T>((*scattered)[r]))
+                                         : Outcome(Result<T>(
+                                               scattered.status())));
+      }
+    }
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        std::string reply,
+        Checked(step, collective_.Scatter(std::move(replies))));
+    return Unwrap<T>(step, reply);
   }
 
   // DCP's all_reduce: every rank runs `local_step` (-> Result<T>); the
@@ -88,21 +144,138 @@ class DistWrapper {
   template <typename T, typename R, typename LocalStep, typename ReduceStep>
   Result<R> AllReduce(std::string_view step, LocalStep local_step,
                       ReduceStep reduce_step) {
-    ROCKSDCP_ASSIGN_OR_RETURN(T local, local_step());
-    std::vector<T> all;
-    all.push_back(std::move(local));
-    return reduce_step(std::move(all));
+    Result<T> local = local_step();
+    if (world_size() == 1) {
+      if (!local.ok()) return local.status();
+      std::vector<T> all;
+      all.push_back(std::move(local).value());
+      return reduce_step(std::move(all));
+    }
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        std::vector<std::string> gathered,
+        Checked(step, collective_.Gather(Outcome(local))));
+    std::string reply;
+    if (is_coordinator()) {
+      Result<std::vector<T>> values = DecodeAll<T>(gathered);
+      Result<R> reduced = values.ok() ? reduce_step(std::move(values).value())
+                                      : Result<R>(values.status());
+      reply = Outcome(reduced);
+    }
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        std::string all_reply,
+        Checked(step, collective_.Broadcast(std::move(reply))));
+    return Unwrap<R>(step, all_reply);
   }
 
   // DCP's all_gather for a step without a value: every rank runs
   // `local_step` (-> Status) and learns whether any rank failed.
   template <typename LocalStep>
   Status AllGather(std::string_view step, LocalStep local_step) {
-    return local_step();
+    Status local = local_step();
+    if (world_size() == 1) return local;
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        std::vector<std::string> all,
+        Checked(step, collective_.AllGather(
+                             format::EncodeStepOutcome(local, ""))));
+    std::vector<Status> failures;
+    for (size_t r = 0; r < all.size(); ++r) {
+      auto outcome = format::DecodeStepOutcome(all[r]);
+      if (!outcome.ok()) {
+        failures.push_back(outcome.status().WithContext(
+            "message from rank " + std::to_string(r)));
+      } else if (!outcome->status.ok()) {
+        failures.push_back(outcome->status);
+      }
+    }
+    return Combine(failures);
   }
 
  private:
+  template <typename T>
+  static std::string Outcome(const Result<T>& r) {
+    return r.ok() ? format::EncodeStepOutcome(Status::OK(),
+                                              Wire<T>::Encode(r.value()))
+                  : format::EncodeStepOutcome(r.status(), "");
+  }
+
+  // The coordinator's view of every rank's outcome: all values, or one
+  // error naming every failing rank.
+  template <typename T>
+  Result<std::vector<T>> DecodeAll(const std::vector<std::string>& gathered) {
+    std::vector<T> values;
+    std::vector<Status> failures;
+    for (size_t r = 0; r < gathered.size(); ++r) {
+      auto outcome = format::DecodeStepOutcome(gathered[r]);
+      if (!outcome.ok()) {
+        failures.push_back(outcome.status().WithContext(
+            "message from rank " + std::to_string(r)));
+        continue;
+      }
+      if (!outcome->status.ok()) {
+        failures.push_back(std::move(outcome->status));
+        continue;
+      }
+      auto value = Wire<T>::Decode(outcome->payload);
+      if (!value.ok()) {
+        failures.push_back(value.status().WithContext(
+            "message from rank " + std::to_string(r)));
+        continue;
+      }
+      values.push_back(std::move(value).value());
+    }
+    if (!failures.empty()) return Combine(failures);
+    return values;
+  }
+
+  template <typename T>
+  Result<T> Unwrap(std::string_view step, const std::string& reply) {
+    auto outcome = format::DecodeStepOutcome(reply);
+    if (!outcome.ok()) {
+      return outcome.status().WithContext(op_ + " of checkpoint '" + id_ +
+                                          "': reply of step " +
+                                          std::string(step));
+    }
+    if (!outcome->status.ok()) return outcome->status;
+    return Wire<T>::Decode(outcome->payload);
+  }
+
+  // One failure keeps its code and message (which already name the rank and
+  // step). Several become one Aborted listing each; the code is kept when
+  // they share it.
+  Status Combine(const std::vector<Status>& failures) const {
+    if (failures.empty()) return Status::OK();
+    if (failures.size() == 1) return failures[0];
+    StatusCode code = failures[0].code();
+    std::string msg = op_ + " of checkpoint '" + id_ + "' failed on " +
+                      std::to_string(failures.size()) + " ranks: ";
+    for (size_t i = 0; i < failures.size(); ++i) {
+      if (failures[i].code() != code) code = StatusCode::kAborted;
+      if (i) msg += "; ";
+      msg += "[" + failures[i].ToString() + "]";
+    }
+    return Status(code, std::move(msg));
+  }
+
+  // A failure of the collective itself: no agreement is possible.
+  template <typename T>
+  Result<T> Checked(std::string_view step, Result<T> r) const {
+    if (r.ok()) return r;
+    return Status::Aborted(op_ + " of checkpoint '" + id_ + "' on rank " +
+                           std::to_string(rank()) + ": collective of step " +
+                           std::string(step) +
+                           " failed: " + r.status().ToString());
+  }
+
+  Status CheckCount(std::string_view step, size_t n) const {
+    if (n == static_cast<size_t>(world_size())) return Status::OK();
+    return Status::Internal(std::string(step) + ": the global step made " +
+                            std::to_string(n) + " results for " +
+                            std::to_string(world_size()) + " rank(s)");
+  }
+
   Collective& collective_;
+  const std::string op_;
+  const std::string id_;
 };
 
 }  // namespace
@@ -117,19 +290,18 @@ Result<Metadata> Save(const StateDict& state_dict, StorageWriter& writer,
   Collective& collective =
       options.collective ? *options.collective : local_collective;
   const StepContext ctx("save", id, collective.rank());
-  ROCKSDCP_RETURN_IF_ERROR(
-      ctx.At("collective", DistWrapper::CheckSupported(collective)));
-  DistWrapper dist(collective);
+  DistWrapper dist(collective, "save", id);
   DefaultSavePlanner default_planner;
   SavePlanner& planner = options.planner ? *options.planner : default_planner;
-
-  ROCKSDCP_RETURN_IF_ERROR(ctx.At("reset", writer.Reset(id)));
 
   // Set by the coordinator's global step; committed by its finish step.
   Metadata global_metadata;
   bool have_metadata = false;
 
   auto local_step = [&]() -> Result<SavePlan> {
+    // Inside the step, so that a rank whose reset fails still takes part in
+    // the collectives and its error reaches every rank.
+    ROCKSDCP_RETURN_IF_ERROR(ctx.At("reset", writer.Reset(id)));
     std::optional<StorageMeta> storage_meta = writer.GetStorageMeta();
     ROCKSDCP_RETURN_IF_ERROR(
         ctx.At("set_up_planner", planner.SetUpPlanner(&state_dict, storage_meta,
@@ -191,19 +363,16 @@ Status Load(StateDict* state_dict, StorageReader& reader,
   Collective& collective =
       options.collective ? *options.collective : local_collective;
   const StepContext ctx("load", id, collective.rank());
-  ROCKSDCP_RETURN_IF_ERROR(
-      ctx.At("collective", DistWrapper::CheckSupported(collective)));
-  DistWrapper dist(collective);
+  DistWrapper dist(collective, "load", id);
   DefaultLoadPlanner default_planner(
       {.allow_partial_load = options.allow_partial_load});
   LoadPlanner& planner = options.planner ? *options.planner : default_planner;
-
-  ROCKSDCP_RETURN_IF_ERROR(ctx.At("reset", reader.Reset(id)));
 
   // The planner and the reader keep pointers to it until the read is done.
   Metadata metadata;
 
   auto local_step = [&]() -> Result<LoadPlan> {
+    ROCKSDCP_RETURN_IF_ERROR(ctx.At("reset", reader.Reset(id)));
     ROCKSDCP_ASSIGN_OR_RETURN(metadata,
                               ctx.At("read_metadata", reader.ReadMetadata()));
     ROCKSDCP_RETURN_IF_ERROR(ctx.At(

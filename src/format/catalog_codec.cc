@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "format/fb_util.h"
 #include "keys/keys.h"
 #include "schema/checkpoint_generated.h"
 
@@ -14,32 +15,6 @@ namespace {
 
 constexpr uint16_t kCatalogFormatVersion = 1;
 constexpr uint16_t kStorageInfoFormatVersion = 1;
-
-std::string Finished(const flatbuffers::FlatBufferBuilder& fbb) {
-  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
-                     fbb.GetSize());
-}
-
-// Runs the checks every root shares: size, identifier, then the Verifier.
-// `what` names the value in the error.
-template <typename T>
-Result<const T*> VerifiedRoot(std::string_view value, const char* identifier,
-                              const std::string& what) {
-  if (value.size() >= FLATBUFFERS_MAX_BUFFER_SIZE) {
-    return Status::Corruption(what + ": value too large");
-  }
-  const auto* buf = reinterpret_cast<const uint8_t*>(value.data());
-  if (value.size() < 2 * sizeof(flatbuffers::uoffset_t) ||
-      !flatbuffers::BufferHasIdentifier(buf, identifier)) {
-    return Status::Corruption(what + ": wrong file identifier (expected \"" +
-                              std::string(identifier) + "\")");
-  }
-  flatbuffers::Verifier verifier(buf, value.size());
-  if (!verifier.VerifyBuffer<T>(identifier)) {
-    return Status::Corruption(what + ": FlatBuffers verification failed");
-  }
-  return flatbuffers::GetRoot<T>(buf);
-}
 
 }  // namespace
 

@@ -6,28 +6,14 @@
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
 #include "rocksdb/rocksdb_status.h"
+#include "util/text.h"
+#include "util/ready_future.h"
 #include "util/strided.h"
 
 namespace rocksdcp {
 
-namespace {
-
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-std::string RandomHex(int bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device rd;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
-  std::string out;
-  for (int i = 0; i < bytes; ++i) {
-    const auto b = static_cast<uint8_t>(gen());
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
-}  // namespace
+using util::Quote;
+using util::RandomHex;
 
 RocksDBStorageReaderImpl::RocksDBStorageReaderImpl(StoreImpl* store,
                                                    RocksDBReaderOptions options)
@@ -123,9 +109,7 @@ ReaderStats RocksDBStorageReaderImpl::stats() const {
 
 std::future<Status> RocksDBStorageReaderImpl::ReadData(const LoadPlan& plan,
                                                        LoadPlanner& planner) {
-  std::promise<Status> p;
-  p.set_value(ReadDataSync(plan, planner));
-  return p.get_future();
+  return util::ReadyFuture(ReadDataSync(plan, planner));
 }
 
 Result<RocksDBStorageReaderImpl::Item> RocksDBStorageReaderImpl::LookupItem(

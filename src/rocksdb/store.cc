@@ -9,10 +9,14 @@
 #include "keys/keys.h"
 #include "rocksdb/reader.h"
 #include "rocksdb/rocksdb_status.h"
+#include "util/text.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/writer.h"
 
 namespace rocksdcp {
+
+using util::Quote;
+using util::RandomHex;
 
 namespace fs = std::filesystem;
 
@@ -31,8 +35,6 @@ bool IsLockError(const rocksdb::Status& s) {
   return s.IsIOError() && (msg.find("LOCK") != std::string::npos ||
                            msg.find("lock") != std::string::npos);
 }
-
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 }  // namespace
 
@@ -71,7 +73,17 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
 Result<std::unique_ptr<Store>> StoreImpl::Open(const std::string& path,
                                                const StoreOptions& options) {
   if (path.empty()) return Status::InvalidArgument("store path is empty");
-  std::unique_ptr<StoreImpl> store(new StoreImpl(path, options));
+  if (options.read_only && options.follower) {
+    return Status::InvalidArgument(
+        "store options read_only and follower exclude each other");
+  }
+  // Absolute and normalised: staging file paths cross between ranks, and
+  // the coordinator checks them against its own staging directory.
+  std::error_code ec;
+  std::string canonical =
+      fs::weakly_canonical(fs::absolute(path), ec).string();
+  if (ec) canonical = fs::absolute(path).lexically_normal().string();
+  std::unique_ptr<StoreImpl> store(new StoreImpl(canonical, options));
   ROCKSDCP_RETURN_IF_ERROR(store->OpenDB());
   return std::unique_ptr<Store>(std::move(store));
 }
@@ -81,7 +93,8 @@ Status StoreImpl::OpenDB() {
   std::error_code ec;
   const bool exists = fs::exists(fs::path(path_) / "CURRENT", ec);
   if (!exists) {
-    if (!options_.create_if_missing || options_.read_only) {
+    if (!options_.create_if_missing || options_.read_only ||
+        options_.follower) {
       return Status::NotFound(where + " does not exist (no RocksDB there)");
     }
     fs::create_directories(path_, ec);
@@ -96,6 +109,7 @@ Status StoreImpl::OpenDB() {
                              ": " + ec.message());
     }
   }
+  if (options_.follower) return Status::OK();  // No DB: see StoreOptions.
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = options_.create_if_missing;
@@ -186,7 +200,15 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
   return catalog;
 }
 
+Status StoreImpl::NeedDB(std::string_view what) const {
+  if (db_) return Status::OK();
+  return Status::FailedPrecondition(
+      std::string(what) + ": store " + Quote(path_) +
+      " is open as a follower (staging files only)");
+}
+
 Result<std::vector<CheckpointInfo>> StoreImpl::List() {
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("list"));
   ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
   std::vector<CheckpointInfo> out;
   out.reserve(catalog.size());
@@ -242,6 +264,8 @@ bool StoreImpl::HasStagingDirFor(const std::string& id) const {
 }
 
 Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("lookup of checkpoint " + Quote(id)));
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("delete of checkpoint " + Quote(id)));
   ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
   std::lock_guard<std::mutex> lock(mu_);
   std::string value;
@@ -316,6 +340,7 @@ void StoreImpl::DropColumnFamilyLocked(const std::string& name) {
 Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   const std::string& id = req.checkpoint_id;
   const std::string ctx = "commit of checkpoint " + Quote(id);
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB(ctx));
   std::lock_guard<std::mutex> lock(mu_);
 
   std::string old_value;
@@ -400,6 +425,7 @@ Status StoreImpl::Delete(std::string_view id_view) {
                                       ": store " + Quote(path_) +
                                       " is open read-only");
   }
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("delete of checkpoint " + Quote(id)));
   ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
   std::lock_guard<std::mutex> lock(mu_);
   std::string value;
@@ -426,6 +452,7 @@ Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
     return Status::FailedPrecondition("cannot collect garbage: store " +
                                       Quote(path_) + " is open read-only");
   }
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("garbage collection"));
   // Under the lock, so that no commit lands between reading the catalog and
   // dropping what it does not name.
   std::lock_guard<std::mutex> lock(mu_);
@@ -491,6 +518,7 @@ Result<std::unique_ptr<RocksDBStorageWriter>> StoreImpl::NewWriter(
 
 Result<std::unique_ptr<RocksDBStorageReader>> StoreImpl::NewReader(
     const RocksDBReaderOptions& options) {
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("load"));
   return std::unique_ptr<RocksDBStorageReader>(
       new RocksDBStorageReaderImpl(this, options));
 }

@@ -67,6 +67,9 @@ class StoreImpl final : public Store {
 
   rocksdb::DB* db() const { return db_.get(); }
   bool read_only() const { return options_.read_only; }
+  bool follower() const { return options_.follower; }
+  // FailedPrecondition naming `what` when there is no DB (a follower).
+  Status NeedDB(std::string_view what) const;
 
   // Where writers put staging SST files: <path>/staging.
   const std::string& staging_root() const { return staging_root_; }

@@ -13,38 +13,21 @@
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
 #include "rocksdb/rocksdb_status.h"
+#include "util/text.h"
 #include "rocksdb/store_impl.h"
+#include "util/ready_future.h"
 #include "util/strided.h"
 
 namespace rocksdcp {
+
+using util::Quote;
+using util::RandomHex;
 
 namespace fs = std::filesystem;
 
 namespace {
 
 constexpr size_t kMaxCheckpointIdBytes = 128;
-
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-std::string RandomHex(int bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device rd;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
-  std::string out;
-  for (int i = 0; i < bytes; ++i) {
-    const auto b = static_cast<uint8_t>(gen());
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
-template <typename T>
-std::future<T> ReadyFuture(T value) {
-  std::promise<T> p;
-  p.set_value(std::move(value));
-  return p.get_future();
-}
 
 std::string ShapeString(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -132,6 +115,12 @@ Status RocksDBStorageWriterImpl::SetUpStorageWriter(bool is_coordinator,
                                    " of world size " +
                                    std::to_string(world_size));
   }
+  if (is_coordinator && store_->follower()) {
+    return Status::FailedPrecondition(
+        Where() + ": rank " + std::to_string(rank) +
+        " is the coordinator, but its store is open as a follower; the "
+        "coordinator needs the store open read-write");
+  }
   is_coordinator_ = is_coordinator;
   rank_ = rank;
   world_size_ = world_size;
@@ -180,7 +169,7 @@ Result<std::vector<SavePlan>> RocksDBStorageWriterImpl::PrepareGlobalPlan(
 std::future<Result<std::vector<WriteResult>>>
 RocksDBStorageWriterImpl::WriteData(const SavePlan& plan,
                                     SavePlanner& planner) {
-  return ReadyFuture(WriteDataSync(plan, planner));
+  return util::ReadyFuture(WriteDataSync(plan, planner));
 }
 
 Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(

@@ -9,6 +9,7 @@
 
 #include "memory_storage.h"
 #include "test_util.h"
+#include "util/ready_future.h"
 
 namespace rocksdcp {
 namespace {
@@ -34,13 +35,6 @@ struct CallLog {
     return call == fail_at ? fail_with : Status::OK();
   }
 };
-
-template <typename T>
-std::future<T> Ready(T value) {
-  std::promise<T> promise;
-  promise.set_value(std::move(value));
-  return promise.get_future();
-}
 
 // Wraps a writer, logging each call before passing it on.
 class RecordingWriter : public StorageWriter {
@@ -69,7 +63,7 @@ class RecordingWriter : public StorageWriter {
   std::future<Result<std::vector<WriteResult>>> WriteData(
       const SavePlan& plan, SavePlanner& planner) override {
     Status s = log_->Record("writer.WriteData");
-    if (!s.ok()) return Ready(Result<std::vector<WriteResult>>(s));
+    if (!s.ok()) return util::ReadyFuture(Result<std::vector<WriteResult>>(s));
     return inner_->WriteData(plan, planner);
   }
   Status Finish(Metadata* metadata,
@@ -121,7 +115,7 @@ class RecordingReader : public StorageReader {
   std::future<Status> ReadData(const LoadPlan& plan,
                                LoadPlanner& planner) override {
     Status s = log_->Record("reader.ReadData");
-    if (!s.ok()) return Ready(s);
+    if (!s.ok()) return util::ReadyFuture(s);
     return inner_->ReadData(plan, planner);
   }
 
@@ -213,7 +207,7 @@ class TwoRankCollective : public Collective {
   int world_size() const override { return 2; }
   int coordinator_rank() const override { return 0; }
   Result<std::vector<std::string>> Gather(std::string) override {
-    return Status::Internal("unused");
+    return Status::Internal("unreachable peer");
   }
   Result<std::string> Scatter(std::vector<std::string>) override {
     return Status::Internal("unused");
@@ -432,15 +426,19 @@ TEST_F(CheckpointTest, EmptyCheckpointIdIsInvalidArgument) {
                                                HasSubstr("checkpoint_id")));
 }
 
-TEST_F(CheckpointTest, SeveralRanksAreNotSupportedYet) {
+TEST_F(CheckpointTest, BrokenCollectiveIsAbortedAndCommitsNothing) {
+  // A two-rank world whose collectives all fail: no rank can agree, so the
+  // save stops at its first collective step and nothing is committed.
   TwoRankCollective two;
   StateDict sd = Sample(0);
   auto writer = storage_.NewWriter();
   EXPECT_THAT(Save(sd, *writer, {.checkpoint_id = "c", .collective = &two}),
-              StatusIs(StatusCode::kNotSupported, HasSubstr("multi-rank")));
+              StatusIs(StatusCode::kAborted,
+                       AllOf(HasSubstr("collective of step plan failed"),
+                             HasSubstr("'c'"))));
   auto reader = storage_.NewReader();
   EXPECT_THAT(Load(&sd, *reader, {.checkpoint_id = "c", .collective = &two}),
-              StatusIs(StatusCode::kNotSupported, HasSubstr("multi-rank")));
+              StatusIs(StatusCode::kAborted, HasSubstr("collective")));
   EXPECT_THAT(storage_.List(), IsEmpty());
 }
 

@@ -13,18 +13,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// Runs `body(rank, collective)` on one thread per rank of a ThreadCollective
-// group and joins them.
-template <typename Body>
-void RunRanks(int world_size, int coordinator, Body body) {
-  auto group = ThreadCollective::Group(world_size, coordinator);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] { body(r, *group[r]); });
-  }
-  for (auto& t : threads) t.join();
-}
-
 TEST(LocalCollectiveTest, IsTheIdentityOnOneRank) {
   LocalCollective c;
   EXPECT_EQ(c.world_size(), 1);

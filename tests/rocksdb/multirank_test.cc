@@ -1,0 +1,291 @@
+// Multi-rank save and load over ThreadCollective and one shared Store: DCP's
+// protocol with sharded state, dedup of replicated items, resharding into
+// other world sizes and layouts, and errors on any rank reaching every rank.
+
+#include <functional>
+#include <thread>
+
+#include "keys/keys.h"
+#include "rocksdb/store_fixture.h"
+#include "rocksdb/store_impl.h"
+
+namespace rocksdcp::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// A box [offsets, offsets + sizes) of a 2-D tensor.
+struct Box {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+};
+
+// Splits `n` into `parts` contiguous ranges, the first ones one larger.
+std::vector<std::pair<int64_t, int64_t>> Split(int64_t n, int parts) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t at = 0;
+  for (int i = 0; i < parts; ++i) {
+    const int64_t len = n / parts + (i < n % parts ? 1 : 0);
+    out.emplace_back(at, len);
+    at += len;
+  }
+  return out;
+}
+
+// Layouts of a [rows, cols] tensor over `ranks` ranks: one box per rank
+// (none for ranks beyond the split).
+std::vector<std::vector<Box>> Rows(int64_t rows, int64_t cols, int ranks) {
+  std::vector<std::vector<Box>> out(ranks);
+  auto parts = Split(rows, ranks);
+  for (int r = 0; r < ranks; ++r) {
+    if (parts[r].second > 0) {
+      out[r].push_back({{parts[r].first, 0}, {parts[r].second, cols}});
+    }
+  }
+  return out;
+}
+std::vector<std::vector<Box>> Cols(int64_t rows, int64_t cols, int ranks) {
+  std::vector<std::vector<Box>> out(ranks);
+  auto parts = Split(cols, ranks);
+  for (int r = 0; r < ranks; ++r) {
+    out[r].push_back({{0, parts[r].first}, {rows, parts[r].second}});
+  }
+  return out;
+}
+// A 2x2 grid of blocks over 4 ranks.
+std::vector<std::vector<Box>> Blocks(int64_t rows, int64_t cols) {
+  auto rp = Split(rows, 2), cp = Split(cols, 2);
+  std::vector<std::vector<Box>> out(4);
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      out[i * 2 + j].push_back({{rp[i].first, cp[j].first},
+                                {rp[i].second, cp[j].second}});
+    }
+  }
+  return out;
+}
+// The whole tensor on every rank.
+std::vector<std::vector<Box>> Whole(int64_t rows, int64_t cols, int ranks) {
+  return std::vector<std::vector<Box>>(ranks, {Box{{0, 0}, {rows, cols}}});
+}
+
+class MultiRankTest : public StoreTest {
+ protected:
+  static constexpr int64_t kRows = 10;
+  static constexpr int64_t kCols = 6;
+
+  MultiRankTest()
+      : global_(RandomTensor(DType::kFloat32, {kRows, kCols}, 42)),
+        replicated_(RandomTensor(DType::kInt64, {3}, 43)) {}
+
+  // Rank r's state dict: its boxes of "w" (views into global_; a dense
+  // whole tensor when the box is the whole), the replicated "bias" and the
+  // byte item "step".
+  StateDict SaveDictFor(const std::vector<Box>& boxes) {
+    StateDict sd;
+    if (boxes.size() == 1 && boxes[0].sizes == global_.view.sizes) {
+      sd["w"] = global_.view;
+    } else {
+      ShardedTensor st;
+      st.dtype = DType::kFloat32;
+      st.global_size = {kRows, kCols};
+      for (const Box& b : boxes) {
+        st.local_shards.push_back({b.offsets, global_.view.Narrow(b.offsets, b.sizes)});
+      }
+      sd["w"] = st;
+    }
+    sd["bias"] = replicated_.view;
+    sd["step"] = std::string("step=300");
+    return sd;
+  }
+
+  // Saves "w" laid out as `layout` (one entry per rank) with a world of
+  // layout.size() ranks, coordinator `coordinator`.
+  void SaveLayout(const std::string& id,
+                  const std::vector<std::vector<Box>>& layout,
+                  int coordinator = 0, uint64_t max_piece_bytes = 16) {
+    const int n = static_cast<int>(layout.size());
+    std::vector<Status> results(n);
+    RunRanks(n, coordinator, [&](int r, Collective& c) {
+      auto writer = store_->NewWriter({.max_piece_bytes = max_piece_bytes});
+      if (!writer.ok()) {
+        results[r] = writer.status();
+        return;
+      }
+      StateDict sd = SaveDictFor(layout[r]);
+      results[r] = Save(sd, **writer, {.checkpoint_id = id, .collective = &c})
+                       .status();
+    });
+    for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << "rank " << r;
+  }
+
+  // Loads `id` into `layout` and checks every rank's boxes bit for bit.
+  void ExpectLoadsAs(const std::string& id,
+                     const std::vector<std::vector<Box>>& layout,
+                     int coordinator = 0) {
+    const int n = static_cast<int>(layout.size());
+    std::vector<Status> results(n);
+    std::vector<std::vector<OwnedTensor>> dest(n);
+    std::vector<OwnedTensor> bias(n);
+    std::vector<std::string> step(n);
+    RunRanks(n, coordinator, [&](int r, Collective& c) {
+      auto reader = store_->NewReader();
+      if (!reader.ok()) {
+        results[r] = reader.status();
+        return;
+      }
+      ShardedTensor st;
+      st.dtype = DType::kFloat32;
+      st.global_size = {kRows, kCols};
+      for (const Box& b : layout[r]) {
+        dest[r].push_back(ZeroTensor(DType::kFloat32, b.sizes));
+      }
+      for (size_t i = 0; i < layout[r].size(); ++i) {
+        st.local_shards.push_back({layout[r][i].offsets, dest[r][i].view});
+      }
+      bias[r] = ZeroTensor(DType::kInt64, {3});
+      StateDict sd{{"w", st}, {"bias", bias[r].view}, {"step", std::string()}};
+      results[r] = Load(&sd, **reader, {.checkpoint_id = id, .collective = &c});
+      step[r] = std::get<std::string>(sd["step"]);
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_OK(results[r]) << "rank " << r;
+      for (size_t i = 0; i < layout[r].size(); ++i) {
+        EXPECT_TRUE(SameTensor(
+            dest[r][i].view,
+            global_.view.Narrow(layout[r][i].offsets, layout[r][i].sizes)))
+            << "rank " << r << " box " << i;
+      }
+      EXPECT_TRUE(SameTensor(bias[r].view, replicated_.view)) << "rank " << r;
+      EXPECT_EQ(step[r], "step=300") << "rank " << r;
+    }
+  }
+
+  // Keys of checkpoint `id` whose fqn is `fqn`.
+  int CountPieces(const std::string& id, const std::string& fqn) {
+    auto* impl = static_cast<StoreImpl*>(store_.get());
+    auto c = impl->LookupCommitted(id);
+    EXPECT_OK(c);
+    if (!c.ok()) return -1;
+    std::unique_ptr<rocksdb::Iterator> it(
+        impl->db()->NewIterator(rocksdb::ReadOptions(), c->cf.get()));
+    int n = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      auto parsed = keys::ParsePieceKey(it->key().ToString());
+      if (parsed.ok() && parsed->index.fqn == fqn) ++n;
+    }
+    return n;
+  }
+
+  OwnedTensor global_;
+  OwnedTensor replicated_;
+};
+
+TEST_F(MultiRankTest, RowWiseSaveStoresReplicatedItemsOnce) {
+  SaveLayout("c", Rows(kRows, kCols, 4), /*coordinator=*/0,
+             /*max_piece_bytes=*/1 << 20);
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo info, store_->Info("c"));
+  EXPECT_EQ(info.world_size, 4);
+  EXPECT_EQ(info.items, 4u + 1 + 1);  // 4 shards, bias once, step once.
+  EXPECT_EQ(CountPieces("c", "bias"), 1);
+  EXPECT_EQ(CountPieces("c", "step"), 1);
+  EXPECT_EQ(CountPieces("c", "w"), 4);
+  ExpectLoadsAs("c", Whole(kRows, kCols, 2));
+}
+
+TEST_F(MultiRankTest, RowsOnFourRanksLoadAsColumnsOnTwo) {
+  SaveLayout("c", Rows(kRows, kCols, 4));
+  ExpectLoadsAs("c", Cols(kRows, kCols, 2));
+}
+
+TEST_F(MultiRankTest, UnevenThreeLoadAsUnevenFive) {
+  SaveLayout("c", Rows(kRows, kCols, 3));  // 4, 3, 3 rows.
+  ExpectLoadsAs("c", Rows(kRows, kCols, 5));
+}
+
+TEST_F(MultiRankTest, ShardedLoadsWholeOnEveryRank) {
+  SaveLayout("c", Cols(kRows, kCols, 3), /*coordinator=*/2);
+  ExpectLoadsAs("c", Whole(kRows, kCols, 3), /*coordinator=*/1);
+}
+
+TEST_F(MultiRankTest, WholeLoadsSharded) {
+  SaveLayout("c", Whole(kRows, kCols, 1));
+  ExpectLoadsAs("c", Rows(kRows, kCols, 3));
+}
+
+TEST_F(MultiRankTest, BlocksLoadAsRows) {
+  SaveLayout("c", Blocks(kRows, kCols), /*coordinator=*/3);
+  ExpectLoadsAs("c", Rows(kRows, kCols, 3));
+}
+
+TEST_F(MultiRankTest, RanksHoldingNoShard) {
+  // 10 rows over 12 ranks: ranks 10 and 11 hold none of "w".
+  SaveLayout("c", Rows(kRows, kCols, 12));
+  ExpectLoadsAs("c", Rows(kRows, kCols, 12));
+}
+
+TEST_F(MultiRankTest, EveryRankGetsTheSameCommittedMetadata) {
+  const int n = 3;
+  std::vector<Result<Metadata>> results(n, Status::Internal("not run"));
+  RunRanks(n, 1, [&](int r, Collective& c) {
+    auto writer = store_->NewWriter();
+    ASSERT_OK(writer);
+    StateDict sd = SaveDictFor(Rows(kRows, kCols, n)[r]);
+    results[r] = Save(sd, **writer, {.checkpoint_id = "m", .collective = &c});
+  });
+  for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << r;
+  EXPECT_TRUE(*results[0] == *results[1]);
+  EXPECT_TRUE(*results[1] == *results[2]);
+  ASSERT_TRUE(results[0]->storage_meta.has_value());
+  EXPECT_EQ(results[0]->storage_meta->checkpoint_id, "m");
+  EXPECT_TRUE(results[0]->storage_meta->save_id.has_value());
+}
+
+TEST_F(MultiRankTest, EachRankReadsOnlyThePiecesItNeeds) {
+  // 64 rows of 16 floats (64 bytes); pieces of 4 rows.
+  OwnedTensor big = RandomTensor(DType::kFloat32, {64, 16}, 9);
+  ASSERT_OK(SaveDict({{"big", big.view}}, "p", {.max_piece_bytes = 256}));
+  const int n = 4;
+  std::vector<uint64_t> pieces(n);
+  std::vector<OwnedTensor> dest(n);
+  RunRanks(n, 0, [&](int r, Collective& c) {
+    auto reader = store_->NewReader();
+    ASSERT_OK(reader);
+    dest[r] = ZeroTensor(DType::kFloat32, {16, 16});
+    ShardedTensor st;
+    st.dtype = DType::kFloat32;
+    st.global_size = {64, 16};
+    st.local_shards.push_back({{16 * r, 0}, dest[r].view});
+    StateDict sd{{"big", st}};
+    ASSERT_OK(Load(&sd, **reader, {.checkpoint_id = "p", .collective = &c}));
+    pieces[r] = (*reader)->stats().pieces_read;
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(pieces[r], 4u) << "rank " << r;  // 16 rows / 4 rows a piece.
+    EXPECT_TRUE(SameTensor(dest[r].view, big.view.Narrow({16 * r, 0}, {16, 16})));
+  }
+}
+
+TEST_F(MultiRankTest, StrictLoadNamesEveryMissingFqnOnEveryRank) {
+  SaveLayout("c", Rows(kRows, kCols, 2));
+  const int n = 2;
+  std::vector<Status> results(n);
+  std::vector<OwnedTensor> extra(n);
+  RunRanks(n, 0, [&](int r, Collective& c) {
+    auto reader = store_->NewReader();
+    ASSERT_OK(reader);
+    extra[r] = ZeroTensor(DType::kFloat32, {2});
+    StateDict sd{{"not.saved", extra[r].view}, {"also.missing", std::string()}};
+    results[r] = Load(&sd, **reader, {.checkpoint_id = "c", .collective = &c});
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_THAT(results[r], StatusIs(StatusCode::kNotFound,
+                                     AllOf(HasSubstr("not.saved"),
+                                           HasSubstr("also.missing"))));
+  }
+}
+
+}  // namespace
+}  // namespace rocksdcp::testing
