@@ -9,6 +9,7 @@
 #include "keys/keys.h"
 #include "rocksdb/reader.h"
 #include "rocksdb/rocksdb_status.h"
+#include "util/file_lock.h"
 #include "util/text.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/writer.h"
@@ -265,7 +266,6 @@ bool StoreImpl::HasStagingDirFor(const std::string& id) const {
 
 Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
   ROCKSDCP_RETURN_IF_ERROR(NeedDB("lookup of checkpoint " + Quote(id)));
-  ROCKSDCP_RETURN_IF_ERROR(NeedDB("delete of checkpoint " + Quote(id)));
   ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
   std::lock_guard<std::mutex> lock(mu_);
   std::string value;
@@ -301,23 +301,23 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
   return CommittedCheckpoint{std::move(info).value(), it->second};
 }
 
-Status StoreImpl::BeginSave(const std::string& id,
-                            const std::string& staging_dir, bool claim_id) {
+std::string StagingLockPath(const std::string& staging_dir) {
+  return staging_dir + ".lock";
+}
+
+Status StoreImpl::BeginSave(const std::string& id, bool claim_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (claim_id && !saving_ids_.insert(id).second) {
     return Status::Busy("checkpoint " + Quote(id) +
                         " is already being saved by another writer of store " +
                         Quote(path_));
   }
-  active_staging_dirs_.insert(staging_dir);
   return Status::OK();
 }
 
-void StoreImpl::EndSave(const std::string& id, const std::string& staging_dir,
-                        bool claimed_id) {
+void StoreImpl::EndSave(const std::string& id, bool claimed_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (claimed_id) saving_ids_.erase(id);
-  active_staging_dirs_.erase(staging_dir);
 }
 
 std::string StoreImpl::FreshColumnFamilyName(const std::string& id) const {
@@ -472,31 +472,40 @@ Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
     if (!dry_run) DropColumnFamilyLocked(name);
   }
 
+  // Staging: each writer holds an flock on "<dir>.lock" beside its
+  // directory for as long as it runs, in whatever process. A directory (or
+  // lock file) whose lock we can take belongs to a writer that is gone.
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(staging_root_, ec), end;
-       !ec && it != end; it.increment(ec)) {
-    if (it.depth() == 0 && it->is_directory() &&
-        active_staging_dirs_.count(it->path().string())) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) {
-      report.freed_bytes += it->file_size();
-      report.deleted_staging_files.push_back(it->path().string());
-    }
+  std::set<std::string> names;
+  for (fs::directory_iterator it(staging_root_, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (it->path().extension() == ".lock") name = it->path().stem().string();
+    names.insert(std::move(name));
   }
-  if (!dry_run) {
-    for (fs::directory_iterator it(staging_root_, ec), end; !ec && it != end;
+  for (const std::string& name : names) {
+    const fs::path dir = fs::path(staging_root_) / name;
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        std::optional<util::FileLock> lock,
+        util::FileLock::TryAcquire(StagingLockPath(dir.string())));
+    if (!lock) continue;  // A live writer's.
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end;
          it.increment(ec)) {
-      if (active_staging_dirs_.count(it->path().string())) continue;
-      std::error_code rm_ec;
-      fs::remove_all(it->path(), rm_ec);
-      if (rm_ec) {
-        return Status::IOError("GC of store " + Quote(path_) +
-                               ": cannot remove " + it->path().string() +
-                               ": " + rm_ec.message());
+      if (it->is_regular_file()) {
+        report.freed_bytes += it->file_size();
+        report.deleted_staging_files.push_back(it->path().string());
       }
     }
+    ec.clear();
+    if (dry_run) continue;
+    std::error_code rm_ec;
+    fs::remove_all(dir, rm_ec);
+    if (rm_ec) {
+      return Status::IOError("GC of store " + Quote(path_) +
+                             ": cannot remove " + dir.string() + ": " +
+                             rm_ec.message());
+    }
+    lock->UnlinkAndRelease();
   }
   return report;
 }

@@ -23,6 +23,10 @@ namespace rocksdcp {
 // (so a person can tell whose files they are) and the writer's save id.
 std::string StagingDirName(std::string_view id, std::string_view save_id);
 
+// The lock file a writer holds while it uses `staging_dir`: GC, in any
+// process, removes only staging directories whose lock it can take.
+std::string StagingLockPath(const std::string& staging_dir);
+
 // Options of every checkpoint column family, and of the SST files written
 // for one: no compression (tensor bytes don't compress), no auto compaction
 // (a checkpoint is immutable and is never rewritten).
@@ -74,14 +78,11 @@ class StoreImpl final : public Store {
   // Where writers put staging SST files: <path>/staging.
   const std::string& staging_root() const { return staging_root_; }
 
-  // Protects `staging_dir` from GC while a writer uses it. With `claim_id`
-  // (the coordinator), also marks `id` as being saved: Busy if another
-  // writer of this process is saving it.
-  Status BeginSave(const std::string& id, const std::string& staging_dir,
-                   bool claim_id);
+  // With `claim_id` (the coordinator), marks `id` as being saved: Busy if
+  // another writer of this process is saving it.
+  Status BeginSave(const std::string& id, bool claim_id);
   // Undoes BeginSave.
-  void EndSave(const std::string& id, const std::string& staging_dir,
-               bool claimed_id);
+  void EndSave(const std::string& id, bool claimed_id);
 
   // The committed checkpoint `id`, pinned; NotFound (saying whether a save
   // of it was begun but never committed) if there is none.
@@ -122,7 +123,6 @@ class StoreImpl final : public Store {
   std::mutex mu_;  // Guards the members below, and serialises commits.
   std::map<std::string, std::shared_ptr<rocksdb::ColumnFamilyHandle>> cfs_;
   std::set<std::string> saving_ids_;
-  std::set<std::string> active_staging_dirs_;
   std::function<void(std::string_view)> commit_hook_;
 };
 

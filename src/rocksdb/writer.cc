@@ -81,12 +81,14 @@ std::string RocksDBStorageWriterImpl::Where() const {
 
 void RocksDBStorageWriterImpl::Abandon() {
   if (registered_) {
-    store_->EndSave(checkpoint_id_, staging_dir_, is_coordinator_);
+    store_->EndSave(checkpoint_id_, is_coordinator_);
     registered_ = false;
   }
-  if (!staging_dir_.empty()) {
+  if (staging_lock_) {
     std::error_code ec;
     fs::remove_all(staging_dir_, ec);  // Best effort; GC finds leftovers.
+    staging_lock_->UnlinkAndRelease();
+    staging_lock_.reset();
   }
   set_up_ = false;
 }
@@ -126,7 +128,7 @@ Status RocksDBStorageWriterImpl::SetUpStorageWriter(bool is_coordinator,
   world_size_ = world_size;
   if (!registered_) {
     ROCKSDCP_RETURN_IF_ERROR(
-        store_->BeginSave(checkpoint_id_, staging_dir_, is_coordinator_));
+        store_->BeginSave(checkpoint_id_, is_coordinator_));
     registered_ = true;
   }
   if (is_coordinator_) {
@@ -141,6 +143,18 @@ Status RocksDBStorageWriterImpl::SetUpStorageWriter(bool is_coordinator,
             "; save with overwrite = true to replace it");
       }
     }
+  }
+  if (!staging_lock_) {
+    // Lock first, then create: GC never sees the directory unlocked.
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        std::optional<util::FileLock> lock,
+        util::FileLock::TryAcquire(StagingLockPath(staging_dir_)));
+    if (!lock) {
+      return Status::Internal(Where() + ": staging lock " +
+                              StagingLockPath(staging_dir_) +
+                              " is held by someone else");
+    }
+    staging_lock_ = std::move(lock);
   }
   std::error_code ec;
   fs::create_directories(staging_dir_, ec);

@@ -5,9 +5,11 @@
 #define ROCKSDCP_SRC_ROCKSDB_WRITER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "format/piece_codec.h"
+#include "util/file_lock.h"
 #include "rocksdcp/rocksdb_store.h"
 
 namespace rocksdcp {
@@ -48,6 +50,8 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   bool set_up_ = false;
   // BeginSave was called (and, on the coordinator, the id claimed).
   bool registered_ = false;
+  // Held while staging_dir_ is in use; see StagingLockPath.
+  std::optional<util::FileLock> staging_lock_;
   bool is_coordinator_ = false;
   int rank_ = 0;
   int world_size_ = 1;

@@ -226,6 +226,35 @@ TEST_F(MultiRankTest, RanksHoldingNoShard) {
   ExpectLoadsAs("c", Rows(kRows, kCols, 12));
 }
 
+TEST_F(MultiRankTest, FollowerStoresWriteForTheCoordinator) {
+  // As MPI ranks in other processes do: followers open the store as
+  // followers (no DB), only the coordinator's store is read-write.
+  const int n = 3;
+  const auto layout = Rows(kRows, kCols, n);
+  std::vector<Status> results(n);
+  RunRanks(n, 0, [&](int r, Collective& c) {
+    std::unique_ptr<Store> own;
+    Store* store = store_.get();
+    if (r != 0) {
+      StoreOptions fo;
+      fo.follower = true;
+      auto opened = Store::Open(store_path(), fo);
+      ASSERT_OK(opened);
+      own = std::move(opened).value();
+      store = own.get();
+    }
+    auto writer = store->NewWriter({.max_piece_bytes = 16});
+    ASSERT_OK(writer);
+    StateDict sd = SaveDictFor(layout[r]);
+    results[r] =
+        Save(sd, **writer, {.checkpoint_id = "f", .collective = &c}).status();
+  });
+  for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << "rank " << r;
+  ExpectLoadsAs("f", Cols(kRows, kCols, 2));
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage(/*dry_run=*/true));
+  EXPECT_THAT(gc.deleted_staging_files, IsEmpty());
+}
+
 TEST_F(MultiRankTest, EveryRankGetsTheSameCommittedMetadata) {
   const int n = 3;
   std::vector<Result<Metadata>> results(n, Status::Internal("not run"));

@@ -291,5 +291,46 @@ TEST_F(StoreTest, AbandonedWriterLeavesNoStagingFiles) {
   EXPECT_THAT(list, IsEmpty());
 }
 
+TEST_F(StoreTest, GcLeavesALiveWritersStagingFiles) {
+  ExampleState a = ExampleStateDict(8);
+  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
+  DefaultSavePlanner planner;
+  ASSERT_OK(writer->Reset("live"));
+  ASSERT_OK(writer->SetUpStorageWriter(true, 0, 1));
+  ASSERT_OK(planner.SetUpPlanner(&a.dict, writer->GetStorageMeta(), true));
+  ASSERT_OK_AND_ASSIGN(SavePlan plan, planner.CreateLocalPlan());
+  ASSERT_OK_AND_ASSIGN(auto global, planner.CreateGlobalPlan({plan}));
+  ASSERT_OK_AND_ASSIGN(auto written,
+                       writer->WriteData(global.plans[0], planner).get());
+
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage());
+  EXPECT_THAT(gc.deleted_staging_files, IsEmpty());
+  // The writer's files survived GC: it still commits.
+  ASSERT_OK(writer->Finish(&global.metadata, {written}));
+  ExampleState into = EmptyExampleStateDict();
+  ASSERT_OK(LoadDict(&into.dict, "live"));
+  EXPECT_TRUE(IsExampleState(into, 8));
+}
+
+TEST_F(StoreTest, FollowerStoreOnlyWritesStaging) {
+  StoreOptions options;
+  options.follower = true;
+  // No RocksDB is opened, so this works while store_ holds the lock.
+  ASSERT_OK_AND_ASSIGN(auto follower, Store::Open(store_path(), options));
+  EXPECT_THAT(follower->List(), StatusIs(StatusCode::kFailedPrecondition,
+                                         HasSubstr("follower")));
+  EXPECT_THAT(follower->NewReader(), StatusIs(StatusCode::kFailedPrecondition,
+                                              HasSubstr("follower")));
+  ASSERT_OK_AND_ASSIGN(auto writer, follower->NewWriter());
+  ASSERT_OK(writer->Reset("x"));
+  EXPECT_THAT(writer->SetUpStorageWriter(/*is_coordinator=*/true, 0, 2),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       HasSubstr("coordinator needs the store open")));
+  EXPECT_OK(writer->SetUpStorageWriter(/*is_coordinator=*/false, 1, 2));
+  StoreOptions missing = options;
+  EXPECT_THAT(Store::Open(dir_.Sub("absent"), missing),
+              StatusIs(StatusCode::kNotFound, HasSubstr("does not exist")));
+}
+
 }  // namespace
 }  // namespace rocksdcp::testing
