@@ -1,0 +1,72 @@
+# The ctest test install.find_package_consumer (declared in
+# tests/CMakeLists.txt) runs this script with cmake -P. It checks that an
+# installed rocksdcp works for an outside project, the way a user gets it:
+#
+#   1. cmake --install ROCKSDCP_BUILD_DIR --prefix WORK_DIR/prefix
+#   2. configure CONSUMER_SOURCE_DIR (find_package(rocksdcp CONFIG REQUIRED))
+#      against that prefix only, in WORK_DIR/build
+#   3. build it
+#   4. run it: it saves a tiny state dict and loads it back
+#
+# Any failing step fails the test with that step's output.
+
+foreach(var ROCKSDCP_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run_install_test.cmake: pass -D${var}=...")
+  endif()
+endforeach()
+
+set(prefix "${WORK_DIR}/prefix")
+set(consumer_build "${WORK_DIR}/build")
+
+if(NOT EXISTS "${ROCKSDCP_BUILD_DIR}/rocksdcpConfig.cmake")
+  message(FATAL_ERROR
+    "install test: ${ROCKSDCP_BUILD_DIR} has no rocksdcpConfig.cmake; was it "
+    "configured with -DROCKSDCP_INSTALL=OFF?")
+endif()
+
+# The consumer is built the way rocksdcp was, with the same generator and
+# compiler: a rocksdcp built with clang++ is checked with clang++.
+load_cache("${ROCKSDCP_BUILD_DIR}" READ_WITH_PREFIX parent_
+  CMAKE_GENERATOR CMAKE_CXX_COMPILER)
+
+# A leftover prefix or consumer cache from an earlier run could hide a
+# broken install.
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+function(run_step name)
+  execute_process(
+    COMMAND ${ARGN}
+    RESULT_VARIABLE rc
+    OUTPUT_VARIABLE out
+    ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR
+      "install test: step '${name}' failed (exit ${rc})\n"
+      "command: ${cmd}\n"
+      "---- stdout ----\n${out}\n"
+      "---- stderr ----\n${err}")
+  endif()
+  message(STATUS "install test: ${name}: ok")
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+run_step(install
+  ${CMAKE_COMMAND} --install "${ROCKSDCP_BUILD_DIR}" --prefix "${prefix}")
+
+# Only the fresh prefix may satisfy find_package: no package registry, so a
+# build tree registered on this machine can't stand in for the install.
+run_step(configure
+  ${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${consumer_build}"
+    -G "${parent_CMAKE_GENERATOR}"
+    "-DCMAKE_CXX_COMPILER=${parent_CMAKE_CXX_COMPILER}"
+    -DCMAKE_BUILD_TYPE=Release
+    "-DCMAKE_PREFIX_PATH=${prefix}"
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+
+run_step(build ${CMAKE_COMMAND} --build "${consumer_build}")
+
+run_step(run "${consumer_build}/app")
+message(STATUS "install test: app says: ${step_output}")
