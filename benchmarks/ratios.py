@@ -9,7 +9,9 @@ Each BM_Save* case is paired with the BM_RawFileWriteFsync case of the same
 bytes per iteration, and each BM_Load* case with the BM_RawFileRead case of
 the same bytes and the same cold/warm setting (the `bytes` and `cold`
 counters the benchmark sets). A ratio of 1.0 means rocksdcp moves bytes as
-fast as plain write()+fsync() or read() of one file.
+fast as plain write()+fsync() or read() of one file. BM_SaveRanks and
+BM_LoadRanks report the bytes of the whole state dict (all ranks), so they
+pair with the baseline of those bytes like BM_SaveLarge and BM_LoadLarge.
 
 With --benchmark_repetitions, the median aggregate is used. Standard library
 only.
