@@ -294,6 +294,8 @@ Result<std::vector<WriteResult>> MemoryStorageWriter::DoWriteData(
       }
       blob.bytes = std::string(std::get<std::string_view>(data));
     }
+    // The blob owns a copy: the planner may reuse what it lent us.
+    planner.ReleaseData(item);
     WriteResult result;
     result.index = item.index;
     result.size_in_bytes = blob.bytes.size();

@@ -21,6 +21,10 @@
 // Thread safety: Save and Load may run concurrently on distinct writers and
 // readers; each call uses its arguments from the calling thread (the
 // storage may add I/O threads of its own).
+//
+// Save blocks until the checkpoint is committed. To get back to training as
+// soon as the state dict is copied, and commit in the background (DCP's
+// async_save), use AsyncCheckpointer (async_checkpoint.h).
 
 #ifndef ROCKSDCP_CHECKPOINT_H_
 #define ROCKSDCP_CHECKPOINT_H_

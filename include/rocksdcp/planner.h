@@ -7,14 +7,16 @@
 //
 //   save: set_up_planner -> create_local_plan -> (coordinator)
 //         create_global_plan -> finish_plan -> storage write_data, which
-//         calls resolve_data for each item
+//         calls resolve_data for each item, then release_data once the
+//         item is written
 //   load: set_up_planner -> create_local_plan -> (coordinator)
 //         create_global_plan -> finish_plan -> storage read_data, which calls
 //         load_bytes / resolve_tensor + commit_tensor for each item
 //
-// Thread safety: the storage may call ResolveData, LoadBytes, ResolveTensor
-// and CommitTensor from several I/O threads at once, for distinct items. The
-// default planners support that. All other calls come from one thread.
+// Thread safety: the storage may call ResolveData, ReleaseData, LoadBytes,
+// ResolveTensor and CommitTensor from several I/O threads at once, for
+// distinct items. The default planners support that. All other calls come
+// from one thread.
 
 #ifndef ROCKSDCP_PLANNER_H_
 #define ROCKSDCP_PLANNER_H_
@@ -55,6 +57,16 @@ class SavePlanner {
       std::vector<SavePlan> plans) = 0;
   virtual Result<SavePlan> FinishPlan(SavePlan central_plan) = 0;
   virtual Result<ResolvedData> ResolveData(const WriteItem& item) = 0;
+  // Called by a storage once it no longer needs the data ResolveData
+  // returned for `item` (it has been written), so that a planner lending
+  // out memory, such as AsyncCheckpointer's staging buffers
+  // (async_checkpoint.h), can reuse it before the save commits. Storages
+  // call it once for each item they resolved, possibly from their I/O
+  // threads. Planners must not depend on it: a storage that predates it
+  // never calls it (AsyncCheckpointer then reclaims its buffers when
+  // WriteData completes).
+  // Default: nothing.
+  virtual void ReleaseData(const WriteItem& item) {}
 };
 
 class LoadPlanner {

@@ -3,6 +3,7 @@
 #ifndef ROCKSDCP_ROCKSDCP_H_
 #define ROCKSDCP_ROCKSDCP_H_
 
+#include "rocksdcp/async_checkpoint.h"
 #include "rocksdcp/checkpoint.h"
 #include "rocksdcp/collective.h"
 #include "rocksdcp/metadata.h"

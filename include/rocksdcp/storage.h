@@ -72,7 +72,8 @@ class StorageWriter {
   virtual Result<std::vector<SavePlan>> PrepareGlobalPlan(
       std::vector<SavePlan> plans) = 0;
 
-  // Writes every item of `plan`, resolving each through `planner`. Errors
+  // Writes every item of `plan`, resolving each through `planner`, and
+  // calls planner.ReleaseData(item) once the item's data is written. Errors
   // found before any work starts may come back in the future too; the
   // future never throws.
   // REQUIRES: `plan` and `planner` outlive the returned future.

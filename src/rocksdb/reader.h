@@ -1,5 +1,24 @@
 // RocksDBStorageReaderImpl: loads a committed checkpoint, verifying every
 // piece before any of its bytes reach a destination.
+//
+// ReadData first checks every read item of the plan against the metadata
+// (one pass, on the calling thread), then cuts the plan into tasks: one per
+// piece of a tensor box that spans several pieces, one per other item, and
+// one per run of consecutive small items, which are fetched with one
+// MultiGet (one pass over the index, and adjacent blocks read with one
+// request). Up to read_threads threads (the caller's among them) take
+// tasks in plan order, each fetching through PinnableSlices of its own:
+// at most one large piece, or one run of small items, per thread at a
+// time.
+//
+// Errors: what the first pass finds (metadata that does not match the plan,
+// a destination the planner refuses for a box spanning several pieces) is
+// returned before any byte is read. After that, the error returned is that
+// of the earliest task in plan order that failed, as a sequential read
+// would return: tasks are taken in order and threads stop taking them after
+// an error, so every earlier task has run by the time the threads are
+// joined. Items of later tasks may have been loaded meanwhile; a piece that
+// fails verification never reaches its destination.
 
 #ifndef ROCKSDCP_SRC_ROCKSDB_READER_H_
 #define ROCKSDCP_SRC_ROCKSDB_READER_H_
@@ -8,8 +27,9 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "format/catalog_codec.h"
 #include "format/piece_codec.h"
@@ -42,18 +62,99 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     std::vector<int64_t> chunk_sizes;
   };
 
+  // One read item of the plan, checked against the metadata.
+  struct PlannedRead {
+    const ReadItem* ri = nullptr;
+    Item item;
+    // Bytes it delivers: the box of a tensor, all of a byte item.
+    uint64_t bytes = 0;
+    // The pieces it may need: [first_piece, end_piece).
+    uint32_t first_piece = 0;
+    uint32_t end_piece = 0;
+    // Tensors: rows of the box (runs contiguous in the chunk), the chunk's
+    // row-major strides, and for each outer dimension the rows per step.
+    uint64_t rows = 0;
+    std::vector<int64_t> chunk_strides;
+    std::vector<uint64_t> rows_per_step;
+    // A box over several pieces is read by one task per piece: its
+    // destination is resolved before they run, and the task that copies
+    // the last piece commits it.
+    bool split = false;
+    TensorView dest;
+    std::atomic<uint32_t> pieces_left{0};
+  };
+
+  // A unit of work: piece `piece` of planned read `read` if it is split;
+  // with `batch` > 0, planned reads [read, read + batch), each of one small
+  // piece; else all of planned read `read`.
+  struct Task {
+    uint32_t read = 0;
+    uint32_t piece = 0;
+    uint32_t batch = 0;
+    uint64_t batch_bytes = 0;
+  };
+
+  // What one reading thread reuses from task to task.
+  struct Worker {
+    rocksdb::PinnableSlice pinned;
+    std::string key;
+    std::string bytes_buffer;  // Assembles byte items of several pieces.
+    // For batches.
+    std::vector<std::string> keys;
+    std::vector<rocksdb::Slice> key_slices;
+    std::vector<rocksdb::PinnableSlice> values;
+    std::vector<rocksdb::Status> statuses;
+  };
+
+  struct Run;  // The shared state of one ReadData.
+
   Status ReadDataSync(const LoadPlan& plan, LoadPlanner& planner);
-  Result<Item> LookupItem(const MetadataIndex& index, bool tensor);
-  // Fetches piece `p` of `index` and verifies it against `item`. The result
-  // points into pinned_, valid until the next fetch.
-  Result<format::DecodedPiece> FetchPiece(const MetadataIndex& index,
-                                          const Item& item, uint32_t p);
-  Status ReadTensor(const ReadItem& ri, LoadPlanner& planner,
-                    Progress* progress);
-  Status ReadBytes(const ReadItem& ri, LoadPlanner& planner,
-                   Progress* progress);
+  Result<Item> LookupItem(const MetadataIndex& index, bool tensor) const;
+  Status Plan(const ReadItem& ri, LoadPlanner& planner, PlannedRead* pr,
+              uint32_t index, std::vector<Task>* tasks) const;
+  // How many threads to read `tasks` with, given the largest piece.
+  int ThreadsFor(const std::vector<Task>& tasks, uint64_t payload_bytes,
+                 uint64_t max_piece_bytes) const;
+  void Work(Run& run, Worker& worker);
+  Status RunTask(Run& run, Worker& worker, const Task& task);
+  // Adds the task for `pr`, or appends it to the batch the last task is.
+  static void AddTask(const PlannedRead& pr, uint32_t index,
+                      std::vector<Task>* tasks);
+  // Fetches piece `p` of `pr` and verifies it. The result points into
+  // worker.pinned, valid until the worker's next fetch.
+  Status FetchPiece(Worker& worker, const PlannedRead& pr, uint32_t p,
+                    format::DecodedPiece* out);
+  // Verifies what a Get or MultiGet of piece `p` of `pr` (at `key`)
+  // returned. The result points into `value`.
+  Status VerifyPiece(const rocksdb::Status& s,
+                     const rocksdb::PinnableSlice& value,
+                     const std::string& key, const PlannedRead& pr, uint32_t p,
+                     format::DecodedPiece* out);
+  // Resolves pr's destination, copies `piece` (nullptr for an empty box)
+  // into it and commits it.
+  Status DeliverTensor(Run& run, PlannedRead& pr,
+                       const format::DecodedPiece* piece);
+  Status DeliverBytes(Run& run, PlannedRead& pr, std::string_view data);
+  Status ReadWholeTensor(Run& run, Worker& worker, PlannedRead& pr);
+  Status ReadTensorPiece(Run& run, Worker& worker, PlannedRead& pr, uint32_t p);
+  Status ReadBytes(Run& run, Worker& worker, PlannedRead& pr);
+  Status ReadBatch(Run& run, Worker& worker, const Task& task);
+  // Checks the planner's destination of a tensor read.
+  Status CheckDest(const PlannedRead& pr, const TensorView& dest) const;
+  // Copies the part of pr's box that lies in the piece starting at chunk
+  // element `piece_first` (`piece` holds its data) into `dest`. Returns
+  // the bytes copied.
+  static uint64_t CopyBoxPart(const PlannedRead& pr, const TensorView& dest,
+                              uint64_t piece_first,
+                              const format::DecodedPiece& piece);
+  // The first row of pr's box that ends past chunk element `first`.
+  static uint64_t FirstRowEndingAfter(const PlannedRead& pr, uint64_t first);
+  static uint64_t RowStart(const PlannedRead& pr,
+                           const std::vector<int64_t>& idx);
+
   std::string Where() const;
   std::string ItemWhere(const MetadataIndex& index) const;
+  std::string PieceWhere(const PlannedRead& pr, uint32_t p) const;
 
   StoreImpl* const store_;
   const RocksDBReaderOptions options_;
@@ -65,11 +166,9 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   std::optional<CommittedCheckpoint> checkpoint_;
   const Metadata* metadata_ = nullptr;
 
-  rocksdb::PinnableSlice pinned_;
-  std::string bytes_buffer_;  // Reused to assemble byte items.
-
   std::atomic<uint64_t> pieces_read_{0};
   std::atomic<uint64_t> bytes_read_{0};
+  std::atomic<uint32_t> last_read_threads_{0};
 };
 
 }  // namespace rocksdcp

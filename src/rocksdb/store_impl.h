@@ -4,6 +4,7 @@
 #ifndef ROCKSDCP_SRC_ROCKSDB_STORE_IMPL_H_
 #define ROCKSDCP_SRC_ROCKSDB_STORE_IMPL_H_
 
+#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "rocksdb/block_buffer_pool.h"
 #include "rocksdcp/rocksdb_store.h"
 
 namespace rocksdcp {
@@ -29,8 +31,11 @@ std::string StagingLockPath(const std::string& staging_dir);
 
 // Options of every checkpoint column family, and of the SST files written
 // for one: no compression (tensor bytes don't compress), no auto compaction
-// (a checkpoint is immutable and is never rewritten).
-rocksdb::Options CheckpointColumnFamilyOptions();
+// (a checkpoint is immutable and is never rewritten). A store passes its
+// `block_cache`, whose memory allocator recycles read buffers (see
+// BlockBufferPool); nullptr gives RocksDB's default (8 MiB, malloc).
+rocksdb::Options CheckpointColumnFamilyOptions(
+    std::shared_ptr<rocksdb::Cache> block_cache = nullptr);
 
 // A committed checkpoint, pinned: its column family stays readable while
 // this lives, even if it is deleted or overwritten meanwhile.
@@ -70,6 +75,9 @@ class StoreImpl final : public Store {
   // ---- Internal API for writers and readers. ----
 
   rocksdb::DB* db() const { return db_.get(); }
+  // Where RocksDB allocates the blocks readers fetch; nullptr for a
+  // follower.
+  BlockBufferPool* block_buffer_pool() const { return block_pool_.get(); }
   bool read_only() const { return options_.read_only; }
   bool follower() const { return options_.follower; }
   // FailedPrecondition naming `what` when there is no DB (a follower).
@@ -117,6 +125,10 @@ class StoreImpl final : public Store {
   const StoreOptions options_;
   const std::string staging_root_;
 
+  // Before db_: blocks RocksDB holds are freed into the pool when db_
+  // closes, so it must outlive db_.
+  std::shared_ptr<BlockBufferPool> block_pool_;
+  std::shared_ptr<rocksdb::Cache> block_cache_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* default_cf_ = nullptr;
 

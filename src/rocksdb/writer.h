@@ -1,16 +1,26 @@
 // RocksDBStorageWriterImpl: writes a rank's pieces into staging SST files
 // (no DB handle needed), and on the coordinator commits them to the store.
+//
+// WriteData cuts the rank's key-sorted items into runs of about equal bytes
+// and writes each run on a thread of its own, with its own SstFileWriter
+// and PieceEncoder, so that every staging file holds ascending keys and
+// every item lies within one file. The threads call the planner's
+// ResolveData and ReleaseData for distinct items at once, as planner.h
+// allows. Their buffers are bounded by RocksDBWriterOptions::memory_budget.
 
 #ifndef ROCKSDCP_SRC_ROCKSDB_WRITER_H_
 #define ROCKSDCP_SRC_ROCKSDB_WRITER_H_
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "format/piece_codec.h"
-#include "util/file_lock.h"
 #include "rocksdcp/rocksdb_store.h"
+#include "util/file_lock.h"
 
 namespace rocksdcp {
 
@@ -20,6 +30,15 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
  public:
   RocksDBStorageWriterImpl(StoreImpl* store, RocksDBWriterOptions options);
   ~RocksDBStorageWriterImpl() override;
+
+  // InvalidArgument if `options` can't work: memory_budget smaller than one
+  // writer thread's buffers, a negative write_threads, and the like.
+  static Status ValidateOptions(const RocksDBWriterOptions& options);
+
+  // The memory one writer thread needs (see memory_budget) to write pieces
+  // of up to `piece_bytes` bytes of data.
+  static uint64_t ThreadMemory(const RocksDBWriterOptions& options,
+                               uint64_t piece_bytes);
 
   Status Reset(std::string_view checkpoint_id) override;
   Status SetUpStorageWriter(bool is_coordinator, int rank,
@@ -34,8 +53,23 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   std::optional<StorageMeta> GetStorageMeta() override;
 
  private:
+  struct Job;
+  struct Planned;
+
   Result<std::vector<WriteResult>> WriteDataSync(const SavePlan& plan,
                                                  SavePlanner& planner);
+  // How many threads write `order`: write_threads (or the machine's), at
+  // most one per item (or per 32 MiB when automatic), and no more than fit
+  // memory_budget.
+  size_t ThreadCount(const std::vector<Planned>& order) const;
+  // Writes items [begin, end) of job->order on the calling thread into
+  // staging files named <prefix>-<run>-<n>.sst, appending their paths to
+  // *files as it creates them.
+  Status WriteRun(Job* job, size_t run, size_t begin, size_t end,
+                  std::vector<std::string>* files);
+  // A piece encoder from the pool (or a new one), and back.
+  std::unique_ptr<format::PieceEncoder> TakeEncoder();
+  void ReturnEncoder(std::unique_ptr<format::PieceEncoder> encoder);
   // Forgets the current save: releases the id and removes staging files.
   void Abandon();
   std::string Where() const;
@@ -56,9 +90,12 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   int rank_ = 0;
   int world_size_ = 1;
 
-  // Reused across pieces and saves, so that encoding touches fresh memory
-  // only when a piece outgrows every earlier one.
-  format::PieceEncoder encoder_;
+  // Spare piece encoders, one per writer thread that has finished: reused
+  // across pieces and saves (with reuse_buffers), so that encoding touches
+  // fresh memory only when a piece outgrows every earlier one. At most as
+  // many as threads ran at once, so bounded by memory_budget.
+  std::mutex encoders_mu_;
+  std::vector<std::unique_ptr<format::PieceEncoder>> encoders_;
 };
 
 }  // namespace rocksdcp

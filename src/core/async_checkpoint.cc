@@ -1,0 +1,577 @@
+// AsyncCheckpointer: the staging protocol between the caller's thread,
+// which copies tensors into the pool, and the storage's threads, which read
+// them through the planner.
+//
+// Each tensor of the dict (a dense tensor, or one local shard) moves
+// through these states, under Session::mu_:
+//
+//   unstaged --room in the pool--> staging --copied--> staged
+//   unstaged --the storage resolves it first, no room--> live
+//   staged, live, unstaged --its fqn released--> released
+//
+// The caller copies tensors in the dict's order. Until it is done or first
+// has to wait for room, the storage waits (Save's blocking time is that
+// copy; it should have the CPU). After that, they overlap, and a tensor the
+// storage resolves before the caller reaches it is copied by the storage
+// itself if there is room, or read from the caller's memory otherwise.
+//
+// Save returns when no tensor is unstaged, staging or live: every byte the
+// storage may still read is then in the pool. The storage waits for the
+// caller only for a copy in progress or while the caller stages without
+// waiting, both of which end without waiting on the storage; the caller
+// waits for room only until the storage frees some or claims that very
+// tensor. So neither side can wait for the other for ever, whatever the
+// budget.
+//
+// Memory is released per fqn, once every item of that fqn in this rank's
+// final plan is released (SavePlanner::ReleaseData), because a planner may
+// resolve any item of an fqn from any of the fqn's tensors. Everything is
+// released when the storage's WriteData completes: by then it has read
+// every item, whether or not it calls ReleaseData.
+
+#include "rocksdcp/async_checkpoint.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "util/ready_future.h"
+#include "util/staging_pool.h"
+
+namespace rocksdcp {
+
+namespace {
+
+using util::StagingPool;
+
+enum class State { kUnstaged, kStaging, kStaged, kLive, kReleased };
+
+// The bytes a view's elements occupy, [lo, hi).
+struct Span {
+  const std::byte* lo;
+  const std::byte* hi;
+};
+
+// REQUIRES: view.Validate().ok(), view.numel() > 0.
+Span SpanOf(const TensorView& view) {
+  const int64_t elem = static_cast<int64_t>(DTypeSize(view.dtype));
+  const std::vector<int64_t> strides = view.EffectiveStrides();
+  int64_t lo = 0;
+  int64_t hi = elem;
+  for (size_t d = 0; d < view.sizes.size(); ++d) {
+    const int64_t reach = (view.sizes[d] - 1) * strides[d] * elem;
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const auto* data = static_cast<const std::byte*>(view.data);
+  return Span{data + lo, data + hi};
+}
+
+// One tensor of the state dict: a dense tensor or one local shard.
+struct Value {
+  TensorView source;  // The caller's memory.
+  Span span;
+  uint64_t nbytes;
+  // Staged as its contiguous projection, because its elements don't fill
+  // their span (a slice of a larger buffer). Otherwise (contiguous, or
+  // dense in another order, such as a transpose) the span is copied byte
+  // for byte, one memcpy that keeps any view into it valid at the same
+  // offset.
+  bool packed;
+  size_t fqn;  // Index into Session::fqns_.
+  State state = State::kUnstaged;
+  StagingPool::Block block;  // While staging or staged.
+};
+
+struct Fqn {
+  std::vector<size_t> values;
+  // Items of this fqn in the rank's final plan not yet released; -1 until
+  // the plan is final.
+  int64_t pending_items = -1;
+  bool released = false;
+};
+
+// The state of one save, shared by the caller's thread and the worker's.
+class Session {
+ public:
+  Session(const StateDict& state_dict, StagingPool* pool)
+      : dict_(state_dict), pool_(pool) {
+    for (const auto& [name, value] : dict_) {
+      if (const auto* view = std::get_if<TensorView>(&value)) {
+        Add(name, *view);
+      } else if (const auto* st = std::get_if<ShardedTensor>(&value)) {
+        for (const Shard& shard : st->local_shards) Add(name, shard.tensor);
+      } else {
+        staged_bytes_ += std::get<std::string>(value).size();
+      }
+    }
+  }
+
+  const StateDict& dict() const { return dict_; }
+
+  // ---- The caller's thread ----
+
+  // Copies every tensor the storage has not claimed into the pool, in the
+  // dict's order, waiting for room as needed.
+  void StageAll() {
+    for (Value& v : values_) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (v.state != State::kUnstaged) continue;
+      // Never fits: the storage will read it live.
+      if (v.nbytes > pool_->capacity()) continue;
+      const uint64_t touched = pool_->touched_bytes();
+      std::optional<StagingPool::Block> block = pool_->Allocate(v.nbytes);
+      if (!block) {
+        // From now on staging and writing overlap: the storage frees room.
+        LetStorageProceed();
+        cv_.wait(lock, [&] {
+          if (v.state != State::kUnstaged) return true;
+          block = pool_->Allocate(v.nbytes);
+          return block.has_value();
+        });
+      }
+      if (block) CopyIn(v, *block, touched, lock);
+    }
+  }
+
+  // Waits until the storage can read nothing more of the caller's memory,
+  // then tells the worker the caller is done with the session.
+  void WaitUntilSafe(AsyncSaveHandle* handle) {
+    std::unique_lock<std::mutex> lock(mu_);
+    LetStorageProceed();
+    cv_.wait(lock, [&] { return unsafe_ == 0; });
+    handle->staged_bytes = staged_bytes_;
+    handle->live_bytes = live_bytes_;
+    handle->first_touch_bytes = first_touch_bytes_;
+    caller_done_ = true;
+    cv_.notify_all();
+  }
+
+  // ---- The worker's thread and the storage's I/O threads ----
+
+  // The final plan is known: tensors of fqns this rank does not write are
+  // not needed (another rank writes them).
+  void PlanFinished(const SavePlan& plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Fqn& f : fqns_) f.pending_items = 0;
+    for (const WriteItem& item : plan.items) {
+      auto it = fqn_index_.find(item.index.fqn);
+      if (it != fqn_index_.end()) ++fqns_[it->second].pending_items;
+    }
+    for (Fqn& f : fqns_) {
+      if (f.pending_items == 0) Release(f);
+    }
+    cv_.notify_all();
+  }
+
+  // Where the storage should read `item`, which the wrapped planner
+  // resolved to `resolved`: the staged copy, or the caller's memory if the
+  // tensor is not staged yet.
+  Result<ResolvedData> Resolve(const WriteItem& item, ResolvedData resolved) {
+    auto* view = std::get_if<TensorView>(&resolved);
+    // Bytes live in dict_; an empty tensor reads nothing.
+    if (view == nullptr || view->numel() == 0) return resolved;
+    const auto* data = static_cast<const std::byte*>(view->data);
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = fqn_index_.find(item.index.fqn);
+    if (it == fqn_index_.end()) return resolved;
+    Value* v = nullptr;
+    for (size_t i : fqns_[it->second].values) {
+      if (data >= values_[i].span.lo && data < values_[i].span.hi) {
+        v = &values_[i];
+        break;
+      }
+    }
+    // Memory the planner owns.
+    if (v == nullptr) return resolved;
+    // While the caller copies without waiting for room, the storage waits:
+    // writing would take CPU and memory bandwidth from the copy, which is
+    // what Save blocks on. (With 2 busy cores, writing at once made the copy
+    // of 1 GiB take 2-3x as long.) A tensor the pool can't hold is read at
+    // once, since Save waits for it anyway.
+    cv_.wait(lock, [&] {
+      switch (v->state) {
+        case State::kStaging:
+          return false;
+        case State::kUnstaged:
+        case State::kStaged:
+          return storage_may_proceed_ || v->nbytes > pool_->capacity();
+        case State::kLive:
+        case State::kReleased:
+          break;
+      }
+      return true;
+    });
+    if (v->state == State::kUnstaged) {
+      // The storage got here before the caller. Copy the tensor here if
+      // there is room: Save then waits for this memcpy only, where a live
+      // tensor would hold it until the storage has written it.
+      const uint64_t touched = pool_->touched_bytes();
+      std::optional<StagingPool::Block> block;
+      if (v->nbytes <= pool_->capacity()) block = pool_->Allocate(v->nbytes);
+      if (block) CopyIn(*v, *block, touched, lock);
+    }
+    switch (v->state) {
+      case State::kUnstaged:
+        live_bytes_ += v->nbytes;
+        SetState(*v, State::kLive);
+        cv_.notify_all();
+        return resolved;
+      case State::kLive:
+        return resolved;
+      case State::kStaged:
+        return Translate(item, *v, *view);
+      case State::kStaging:
+      case State::kReleased:
+        break;
+    }
+    return Status::FailedPrecondition(
+        "item '" + item.index.ToString() +
+        "' was resolved after the storage released it");
+  }
+
+  void ReleaseItem(const WriteItem& item) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fqn_index_.find(item.index.fqn);
+    if (it == fqn_index_.end()) return;
+    Fqn& f = fqns_[it->second];
+    if (f.pending_items <= 0) return;
+    if (--f.pending_items == 0) {
+      Release(f);
+      cv_.notify_all();
+    }
+  }
+
+  // The storage reads nothing more: its WriteData completed, or the save
+  // ended before it began.
+  void ReleaseAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Fqn& f : fqns_) Release(f);
+    cv_.notify_all();
+  }
+
+  // Ends the session on the worker: afterwards no one uses the pool.
+  void Finish() {
+    ReleaseAll();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return caller_done_; });
+  }
+
+ private:
+  void Add(const std::string& name, const TensorView& view) {
+    // An invalid view fails planning (or the storage's own checks); an
+    // empty one has nothing to copy. Neither is staged nor waited for.
+    if (!view.Validate(name).ok() || view.numel() == 0) return;
+    auto [it, inserted] = fqn_index_.try_emplace(name, fqns_.size());
+    if (inserted) fqns_.emplace_back();
+    fqns_[it->second].values.push_back(values_.size());
+    Value v;
+    v.source = view;
+    v.span = SpanOf(view);
+    v.nbytes = view.nbytes();
+    v.packed = static_cast<uint64_t>(v.span.hi - v.span.lo) != v.nbytes;
+    v.fqn = it->second;
+    values_.push_back(std::move(v));
+    ++unsafe_;
+  }
+
+  // Copies unstaged `v` into `block`, which was allocated for it after the
+  // pool had `touched_before` touched bytes. The copy runs without mu_, so
+  // that others proceed meanwhile; `v` is kStaging until it is done.
+  // REQUIRES: `lock` holds mu_.
+  void CopyIn(Value& v, const StagingPool::Block& block,
+              uint64_t touched_before, std::unique_lock<std::mutex>& lock) {
+    first_touch_bytes_ += pool_->touched_bytes() - touched_before;
+    v.block = block;
+    SetState(v, State::kStaging);
+    lock.unlock();
+
+    void* dst = v.block.data;
+    if (!v.packed) {
+      std::memcpy(dst, v.span.lo, v.nbytes);
+    } else {
+      CopyTensor(v.source,
+                 TensorView::Contiguous(v.source.dtype, v.source.sizes, dst));
+    }
+
+    lock.lock();
+    staged_bytes_ += v.nbytes;
+    if (fqns_[v.fqn].released) {
+      pool_->Free(v.block);
+      SetState(v, State::kReleased);
+    } else {
+      SetState(v, State::kStaged);
+    }
+    cv_.notify_all();
+  }
+
+  // REQUIRES: mu_ held.
+  void LetStorageProceed() {
+    if (storage_may_proceed_) return;
+    storage_may_proceed_ = true;
+    cv_.notify_all();
+  }
+
+  static bool IsUnsafe(State s) {
+    return s == State::kUnstaged || s == State::kStaging || s == State::kLive;
+  }
+
+  void SetState(Value& v, State s) {
+    unsafe_ += static_cast<int64_t>(IsUnsafe(s)) -
+               static_cast<int64_t>(IsUnsafe(v.state));
+    v.state = s;
+  }
+
+  // REQUIRES: mu_ held. A tensor being copied is freed by the caller once
+  // the copy is done.
+  void Release(Fqn& f) {
+    f.released = true;
+    for (size_t i : f.values) {
+      Value& v = values_[i];
+      if (v.state == State::kStaged) pool_->Free(v.block);
+      if (v.state != State::kStaging) SetState(v, State::kReleased);
+    }
+  }
+
+  // The staged counterpart of `view`, a view into `v.source`.
+  static Result<ResolvedData> Translate(const WriteItem& item, const Value& v,
+                                        const TensorView& view) {
+    std::byte* staged = v.block.data;
+    if (!v.packed) {
+      const Span span = SpanOf(view);
+      if (span.lo < v.span.lo || span.hi > v.span.hi) {
+        return Status::InvalidArgument(
+            "item '" + item.index.ToString() +
+            "': the planner resolved it to memory that starts inside a "
+            "tensor of its fqn but runs past its end");
+      }
+      TensorView out = view;
+      out.data =
+          staged + (static_cast<const std::byte*>(view.data) - v.span.lo);
+      return ResolvedData(std::move(out));
+    }
+    // A packed copy is the whole tensor's contiguous projection: only the
+    // whole view maps into it.
+    if (view.data == v.source.data && view.dtype == v.source.dtype &&
+        view.sizes == v.source.sizes &&
+        view.EffectiveStrides() == v.source.EffectiveStrides()) {
+      return ResolvedData(
+          TensorView::Contiguous(view.dtype, view.sizes, staged));
+    }
+    return Status::NotSupported(
+        "item '" + item.index.ToString() +
+        "': the planner resolved it to part of a tensor with gaps between "
+        "its elements (a slice of a larger buffer), which is staged packed; "
+        "only the whole tensor can be read from the copy");
+  }
+
+  const StateDict dict_;
+  StagingPool* const pool_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // The constructor fixes which values and fqns there are and what each
+  // is; their states, blocks and counts are guarded by mu_, like the rest.
+  std::vector<Value> values_;
+  std::vector<Fqn> fqns_;
+  std::unordered_map<std::string, size_t> fqn_index_;
+  int64_t unsafe_ = 0;  // Values unstaged, staging or live.
+  // The caller has finished staging or has waited for room: the storage
+  // may then take unstaged tensors instead of waiting for the caller.
+  bool storage_may_proceed_ = false;
+  bool caller_done_ = false;
+  uint64_t staged_bytes_ = 0;
+  uint64_t live_bytes_ = 0;
+  uint64_t first_touch_bytes_ = 0;
+};
+
+// The planner the storage sees: the caller's (or a default one), with
+// every tensor redirected to its staged copy.
+class StagingPlanner final : public SavePlanner {
+ public:
+  StagingPlanner(Session* session, SavePlanner* inner)
+      : session_(session), inner_(inner) {}
+
+  Status SetUpPlanner(const StateDict* state_dict,
+                      const std::optional<StorageMeta>& storage_meta,
+                      bool is_coordinator) override {
+    return inner_->SetUpPlanner(state_dict, storage_meta, is_coordinator);
+  }
+  Result<SavePlan> CreateLocalPlan() override {
+    return inner_->CreateLocalPlan();
+  }
+  Result<GlobalSavePlan> CreateGlobalPlan(
+      std::vector<SavePlan> plans) override {
+    return inner_->CreateGlobalPlan(std::move(plans));
+  }
+  Result<SavePlan> FinishPlan(SavePlan central_plan) override {
+    Result<SavePlan> plan = inner_->FinishPlan(std::move(central_plan));
+    if (plan.ok()) session_->PlanFinished(*plan);
+    return plan;
+  }
+  Result<ResolvedData> ResolveData(const WriteItem& item) override {
+    ROCKSDCP_ASSIGN_OR_RETURN(ResolvedData resolved, inner_->ResolveData(item));
+    return session_->Resolve(item, std::move(resolved));
+  }
+  void ReleaseData(const WriteItem& item) override {
+    session_->ReleaseItem(item);
+    inner_->ReleaseData(item);
+  }
+
+ private:
+  Session* const session_;
+  SavePlanner* const inner_;
+};
+
+// The caller's writer, telling the session when WriteData is over.
+class StagingWriter final : public StorageWriter {
+ public:
+  StagingWriter(Session* session, StorageWriter* inner)
+      : session_(session), inner_(inner) {}
+
+  Status Reset(std::string_view checkpoint_id) override {
+    return inner_->Reset(checkpoint_id);
+  }
+  Status SetUpStorageWriter(bool is_coordinator, int rank,
+                            int world_size) override {
+    return inner_->SetUpStorageWriter(is_coordinator, rank, world_size);
+  }
+  Result<SavePlan> PrepareLocalPlan(SavePlan plan) override {
+    return inner_->PrepareLocalPlan(std::move(plan));
+  }
+  Result<std::vector<SavePlan>> PrepareGlobalPlan(
+      std::vector<SavePlan> plans) override {
+    return inner_->PrepareGlobalPlan(std::move(plans));
+  }
+  std::future<Result<std::vector<WriteResult>>> WriteData(
+      const SavePlan& plan, SavePlanner& planner) override {
+    // Save() waits for the future at once anyway; waiting here tells the
+    // session the moment the storage is done reading.
+    Result<std::vector<WriteResult>> results =
+        inner_->WriteData(plan, planner).get();
+    session_->ReleaseAll();
+    return util::ReadyFuture(std::move(results));
+  }
+  Status Finish(Metadata* metadata,
+                const std::vector<std::vector<WriteResult>>& results) override {
+    return inner_->Finish(metadata, results);
+  }
+  std::optional<StorageMeta> GetStorageMeta() override {
+    return inner_->GetStorageMeta();
+  }
+
+ private:
+  Session* const session_;
+  StorageWriter* const inner_;
+};
+
+}  // namespace
+
+struct AsyncCheckpointer::Rep {
+  std::unique_ptr<StagingPool> pool;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  // Guarded by mu.
+  std::function<void()> job;  // The next save for the worker to run.
+  bool busy = false;          // A save is between its Save and its commit.
+  bool stop = false;
+  std::thread worker;  // Last: started once the rest exists.
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return stop || job != nullptr; });
+      if (job == nullptr) return;
+      std::function<void()> next = std::move(job);
+      job = nullptr;
+      lock.unlock();
+      next();
+      lock.lock();
+      busy = false;
+      cv.notify_all();
+    }
+  }
+};
+
+Result<std::unique_ptr<AsyncCheckpointer>> AsyncCheckpointer::Create(
+    Options options) {
+  auto rep = std::make_unique<Rep>();
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      rep->pool, StagingPool::Create(options.staging_budget, options.prefault));
+  rep->worker = std::thread([r = rep.get()] { r->Run(); });
+  return std::unique_ptr<AsyncCheckpointer>(
+      new AsyncCheckpointer(std::move(rep)));
+}
+
+AsyncCheckpointer::AsyncCheckpointer(std::unique_ptr<Rep> rep)
+    : rep_(std::move(rep)) {}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  {
+    std::unique_lock<std::mutex> lock(rep_->mu);
+    rep_->cv.wait(lock, [&] { return !rep_->busy; });
+    rep_->stop = true;
+    rep_->cv.notify_all();
+  }
+  rep_->worker.join();
+}
+
+uint64_t AsyncCheckpointer::staging_capacity() const {
+  return rep_->pool->capacity();
+}
+
+Result<AsyncSaveHandle> AsyncCheckpointer::Save(const StateDict& state_dict,
+                                                StorageWriter& writer,
+                                                const SaveOptions& options) {
+  if (options.checkpoint_id.empty()) {
+    return Status::InvalidArgument("async save: checkpoint_id is empty");
+  }
+  {
+    std::unique_lock<std::mutex> lock(rep_->mu);
+    rep_->cv.wait(lock, [&] { return !rep_->busy; });
+    rep_->busy = true;
+  }
+  // The previous save is over, so the pool is all free and no one else
+  // touches it until this save's Finish.
+  auto session = std::make_shared<Session>(state_dict, rep_->pool.get());
+  std::promise<Result<Metadata>> committed;
+  AsyncSaveHandle handle;
+  handle.committed = committed.get_future();
+
+  auto job = [session, committed = std::move(committed), options,
+              writer = &writer, pool = rep_->pool.get()]() mutable {
+    DefaultSavePlanner default_planner;
+    StagingPlanner planner(session.get(), options.planner != nullptr
+                                              ? options.planner
+                                              : &default_planner);
+    StagingWriter staging_writer(session.get(), writer);
+    SaveOptions staged_options = options;
+    staged_options.planner = &planner;
+    Result<Metadata> result =
+        ::rocksdcp::Save(session->dict(), staging_writer, staged_options);
+    session->Finish();
+    pool->FreeAll();
+    committed.set_value(std::move(result));
+  };
+  {
+    std::lock_guard<std::mutex> lock(rep_->mu);
+    // std::function needs a copyable callable; the promise is move-only.
+    auto shared_job = std::make_shared<decltype(job)>(std::move(job));
+    rep_->job = [shared_job] { (*shared_job)(); };
+    rep_->cv.notify_all();
+  }
+
+  session->StageAll();
+  session->WaitUntilSafe(&handle);
+  return handle;
+}
+
+}  // namespace rocksdcp

@@ -1,0 +1,343 @@
+// The reader's parallel read path: several read threads load exactly what
+// one does, whole and resharded; corruption is still caught before any
+// byte of a bad piece lands; errors and progress keep their sequential
+// meaning; and read buffers are recycled through the store's pool.
+
+#include <atomic>
+#include <fstream>
+#include <set>
+
+#include "rocksdb/store_fixture.h"
+#include "rocksdb/store_impl.h"
+
+namespace rocksdcp::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+class ReaderTest : public StoreTest {
+ protected:
+  // Loads checkpoint `id` into `sd` through a reader made with `options`,
+  // which it returns so the test can look at its stats.
+  Result<std::unique_ptr<RocksDBStorageReader>> LoadWith(
+      StateDict* sd, const std::string& id, const RocksDBReaderOptions& options,
+      LoadPlanner* planner = nullptr) {
+    ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store_->NewReader(options));
+    LoadOptions lo;
+    lo.checkpoint_id = id;
+    lo.planner = planner;
+    ROCKSDCP_RETURN_IF_ERROR(Load(sd, *reader, lo));
+    return reader;
+  }
+
+  static RocksDBReaderOptions Threads(int n) {
+    RocksDBReaderOptions o;
+    o.read_threads = n;
+    return o;
+  }
+
+  BlockBufferPool& pool() {
+    return *dynamic_cast<StoreImpl&>(*store_).block_buffer_pool();
+  }
+
+  // Flips one byte at `offset` of file `path`.
+  static void FlipByte(const std::string& path, std::streamoff offset) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << path;
+    f.seekg(offset);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(offset);
+    f.write(&c, 1);
+  }
+};
+
+// A state dict with something of every shape the read path treats apart:
+// a tensor of many pieces (split into one task per piece), runs of small
+// tensors and byte items (fetched in batches), a byte item of several
+// pieces, a 0-d and an empty tensor.
+struct MixedState {
+  std::vector<OwnedTensor> tensors;
+  StateDict dict;
+};
+
+MixedState MixedStateDict(uint64_t seed, bool zero) {
+  MixedState s;
+  auto add = [&](const std::string& fqn, DType dtype,
+                 std::vector<int64_t> sizes) {
+    s.tensors.push_back(zero ? ZeroTensor(dtype, std::move(sizes))
+                             : RandomTensor(dtype, std::move(sizes), ++seed));
+    s.dict[fqn] = s.tensors.back().view;
+  };
+  s.tensors.reserve(64);
+  add("big", DType::kFloat32, {96, 257});  // 98688 bytes: 25 pieces.
+  for (int i = 0; i < 40; ++i) {
+    add("small." + std::to_string(i), DType::kInt16, {3, 7 + i});
+    s.dict["bytes." + std::to_string(i)] =
+        zero ? std::string() : RandomBytes(1 + 13 * i, ++seed);
+  }
+  add("scalar", DType::kFloat64, {});
+  add("empty", DType::kInt8, {0, 5});
+  s.dict["long.bytes"] = zero ? std::string() : RandomBytes(20000, ++seed);
+  return s;
+}
+
+::testing::AssertionResult SameState(const StateDict& a, const StateDict& b) {
+  for (const auto& [fqn, value] : b) {
+    auto it = a.find(fqn);
+    if (it == a.end()) return ::testing::AssertionFailure() << "no " << fqn;
+    if (const auto* t = std::get_if<TensorView>(&value)) {
+      auto r = SameTensor(std::get<TensorView>(it->second), *t);
+      if (!r) return r << " (" << fqn << ")";
+    } else if (std::get<std::string>(it->second) !=
+               std::get<std::string>(value)) {
+      return ::testing::AssertionFailure() << "bytes differ: " << fqn;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(ReaderTest, ParallelReadsLoadWhatOneThreadLoads) {
+  MixedState saved = MixedStateDict(1, false);
+  ASSERT_OK(SaveDict(saved.dict, "m", {.max_piece_bytes = 4096}));
+  for (int threads : {1, 2, 4}) {
+    MixedState into = MixedStateDict(0, true);
+    ASSERT_OK_AND_ASSIGN(auto reader,
+                         LoadWith(&into.dict, "m", Threads(threads)));
+    EXPECT_TRUE(SameState(into.dict, saved.dict)) << threads << " threads";
+    EXPECT_EQ(reader->stats().read_threads, static_cast<uint32_t>(threads));
+  }
+}
+
+TEST_F(ReaderTest, ParallelReshardedReadsFetchOnlyOverlappingPieces) {
+  OwnedTensor whole = RandomTensor(DType::kInt32, {40, 24}, 7);
+  // Saved as three uneven row shards, in pieces of 40 bytes (10 elements),
+  // so that rows straddle pieces.
+  ShardedTensor rows;
+  rows.dtype = DType::kInt32;
+  rows.global_size = {40, 24};
+  rows.local_shards.push_back({{0, 0}, whole.view.Narrow({0, 0}, {17, 24})});
+  rows.local_shards.push_back({{17, 0}, whole.view.Narrow({17, 0}, {9, 24})});
+  rows.local_shards.push_back({{26, 0}, whole.view.Narrow({26, 0}, {14, 24})});
+  ASSERT_OK(SaveDict({{"m", rows}}, "rows", {.max_piece_bytes = 40}));
+
+  // Loaded as two column blocks and a row block of a third tensor: boxes
+  // that cut across the saved chunks and skip most of their pieces.
+  OwnedTensor left = ZeroTensor(DType::kInt32, {40, 5});
+  OwnedTensor right = ZeroTensor(DType::kInt32, {30, 7});
+  ShardedTensor cols;
+  cols.dtype = DType::kInt32;
+  cols.global_size = {40, 24};
+  cols.local_shards.push_back({{0, 2}, left.view});
+  cols.local_shards.push_back({{5, 17}, right.view});
+  StateDict sd{{"m", cols}};
+  ASSERT_OK_AND_ASSIGN(auto reader, LoadWith(&sd, "rows", Threads(4)));
+  EXPECT_TRUE(SameTensor(left.view, whole.view.Narrow({0, 2}, {40, 5})));
+  EXPECT_TRUE(SameTensor(right.view, whole.view.Narrow({5, 17}, {30, 7})));
+
+  // The same load on one thread reads the same pieces.
+  OwnedTensor left1 = ZeroTensor(DType::kInt32, {40, 5});
+  OwnedTensor right1 = ZeroTensor(DType::kInt32, {30, 7});
+  cols.local_shards[0].tensor = left1.view;
+  cols.local_shards[1].tensor = right1.view;
+  StateDict sd1{{"m", cols}};
+  ASSERT_OK_AND_ASSIGN(auto reader1, LoadWith(&sd1, "rows", Threads(1)));
+  EXPECT_TRUE(SameTensor(left1.view, left.view));
+  EXPECT_TRUE(SameTensor(right1.view, right.view));
+  EXPECT_EQ(reader->stats().pieces_read, reader1->stats().pieces_read);
+  EXPECT_EQ(reader->stats().bytes_read, reader1->stats().bytes_read);
+  // The chunks hold 97 pieces; each box touches a piece or two per row,
+  // and skips the rest.
+  EXPECT_LT(reader->stats().pieces_read, 2u * 97u);
+}
+
+TEST_F(ReaderTest, ParallelReadsIntoStridedDestinations) {
+  OwnedTensor saved = RandomTensor(DType::kBFloat16, {33, 65}, 11);
+  ASSERT_OK(SaveDict({{"t", saved.view}}, "s", {.max_piece_bytes = 128}));
+  // A transposed destination: every element lands at a stride.
+  OwnedTensor base = ZeroTensor(DType::kBFloat16, {65, 33});
+  TensorView transposed = base.view;
+  transposed.sizes = {33, 65};
+  transposed.strides = {1, 33};
+  StateDict sd{{"t", transposed}};
+  ASSERT_OK(LoadWith(&sd, "s", Threads(3)));
+  EXPECT_TRUE(SameTensor(transposed, saved.view));
+}
+
+TEST_F(ReaderTest, CorruptPieceIsCaughtWithParallelReads) {
+  // One piece per 64 KiB row: 16 pieces, read by 4 threads.
+  OwnedTensor big = RandomTensor(DType::kUInt8, {16, 65536}, 3);
+  ASSERT_OK(SaveDict({{"t", big.view}}, "c", {.max_piece_bytes = 65536}));
+  CloseStore();
+  std::vector<std::string> ssts = SstFiles();
+  ASSERT_FALSE(ssts.empty());
+  FlipByte(ssts[0], 9 * 65536 + 30000);  // Inside piece 9's data.
+  OpenStore();
+
+  OwnedTensor into = ZeroTensor(DType::kUInt8, {16, 65536});
+  StateDict sd{{"t", into.view}};
+  EXPECT_THAT(LoadWith(&sd, "c", Threads(4)),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("'c'"), HasSubstr("'t@[0, 0]'"),
+                             HasSubstr("piece 9 of 16"))));
+  // Other pieces may have landed; the bad one never did.
+  for (size_t i = 0; i < into.bytes.size(); ++i) {
+    if (into.bytes[i] != 0 && into.bytes[i] != big.bytes[i]) {
+      FAIL() << "wrong byte at " << i;
+    }
+  }
+  for (size_t i = 9 * 65536; i < 10 * 65536; ++i) {
+    ASSERT_EQ(into.bytes[i], 0) << "byte " << i << " of the corrupt piece";
+  }
+}
+
+// Refuses the destinations of some fqns, as a planner whose state dict
+// lacks them would.
+class RefusingPlanner : public DefaultLoadPlanner {
+ public:
+  explicit RefusingPlanner(std::set<std::string> refuse)
+      : refuse_(std::move(refuse)) {}
+  Result<TensorView> ResolveTensor(const ReadItem& item) override {
+    if (refuse_.count(item.dest_index.fqn) > 0) {
+      return Status::InvalidArgument("refused " + item.dest_index.fqn);
+    }
+    return DefaultLoadPlanner::ResolveTensor(item);
+  }
+
+ private:
+  std::set<std::string> refuse_;
+};
+
+TEST_F(ReaderTest, FirstErrorInPlanOrderWinsWhateverTheThreads) {
+  // Single-piece tensors too large to be batched: one task each.
+  std::vector<OwnedTensor> saved;
+  StateDict sd;
+  for (const char* fqn : {"a", "b", "c", "d", "e", "f"}) {
+    saved.push_back(RandomTensor(DType::kFloat32, {80, 1024}, fqn[0]));
+    sd[fqn] = saved.back().view;
+  }
+  ASSERT_OK(SaveDict(sd, "e"));
+  for (int round = 0; round < 5; ++round) {
+    std::vector<OwnedTensor> into;
+    StateDict dest;
+    for (const auto& [fqn, value] : sd) {
+      into.push_back(ZeroTensor(DType::kFloat32, {80, 1024}));
+      dest[fqn] = into.back().view;
+    }
+    RefusingPlanner planner({"c", "f"});
+    EXPECT_THAT(LoadWith(&dest, "e", Threads(4), &planner),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("refused c"), HasSubstr("'e'"))));
+  }
+}
+
+TEST_F(ReaderTest, ProgressCallsAreSerializedAndReachTheTotal) {
+  MixedState saved = MixedStateDict(5, false);
+  ASSERT_OK(SaveDict(saved.dict, "p", {.max_piece_bytes = 4096}));
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  std::vector<Progress> seen;
+  RocksDBReaderOptions options = Threads(4);
+  options.progress = [&](const Progress& p) {
+    if (inside.fetch_add(1) != 0) overlapped = true;
+    seen.push_back(p);
+    inside.fetch_sub(1);
+  };
+  MixedState into = MixedStateDict(0, true);
+  ASSERT_OK(LoadWith(&into.dict, "p", options));
+  EXPECT_FALSE(overlapped);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().bytes_done, seen.back().bytes_total);
+  EXPECT_EQ(seen.back().items_done, seen.back().items_total);
+  for (size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_GE(seen[i].bytes_done, seen[i - 1].bytes_done);
+    EXPECT_GE(seen[i].items_done, seen[i - 1].items_done);
+  }
+}
+
+TEST_F(ReaderTest, MemoryBudgetBoundsTheThreads) {
+  MixedState saved = MixedStateDict(2, false);
+  ASSERT_OK(SaveDict(saved.dict, "b", {.max_piece_bytes = 4096}));
+  RocksDBReaderOptions options = Threads(4);
+  options.memory_budget = 1;  // Less than a piece: one thread, still loads.
+  MixedState into = MixedStateDict(0, true);
+  ASSERT_OK_AND_ASSIGN(auto reader, LoadWith(&into.dict, "b", options));
+  EXPECT_TRUE(SameState(into.dict, saved.dict));
+  EXPECT_EQ(reader->stats().read_threads, 1u);
+}
+
+TEST_F(ReaderTest, BypassingTheBlockCacheLoadsTheSame) {
+  MixedState saved = MixedStateDict(3, false);
+  ASSERT_OK(SaveDict(saved.dict, "f", {.max_piece_bytes = 4096}));
+  RocksDBReaderOptions options = Threads(2);
+  options.fill_cache = false;
+  MixedState into = MixedStateDict(0, true);
+  ASSERT_OK(LoadWith(&into.dict, "f", options));
+  EXPECT_TRUE(SameState(into.dict, saved.dict));
+}
+
+TEST_F(ReaderTest, DirectReadsLoadTheSame) {
+  MixedState saved = MixedStateDict(4, false);
+  ASSERT_OK(SaveDict(saved.dict, "d", {.max_piece_bytes = 4096}));
+  CloseStore();
+  StoreOptions so;
+  so.use_direct_reads = true;
+  auto store = Store::Open(store_path(), so);
+  if (!store.ok() && store.status().IsIOError()) {
+    GTEST_SKIP() << "no O_DIRECT here: " << store.status().ToString();
+  }
+  ASSERT_OK(store);
+  store_ = std::move(store).value();
+  MixedState into = MixedStateDict(0, true);
+  Status s = LoadWith(&into.dict, "d", Threads(2)).status();
+  if (s.IsIOError()) GTEST_SKIP() << "no O_DIRECT here: " << s.ToString();
+  ASSERT_OK(s);
+  EXPECT_TRUE(SameState(into.dict, saved.dict));
+}
+
+TEST_F(ReaderTest, LoadsRecycleReadBuffersThroughTheStorePool) {
+  // Two pieces of 12 MiB: more than the 8 MiB block cache, so each block
+  // is freed into the pool once read.
+  OwnedTensor big = RandomTensor(DType::kUInt8, {2, 12 << 20}, 9);
+  ASSERT_OK(SaveDict({{"t", big.view}}, "r", {.max_piece_bytes = 12 << 20}));
+  OwnedTensor into = ZeroTensor(DType::kUInt8, {2, 12 << 20});
+  StateDict sd{{"t", into.view}};
+  ASSERT_OK(LoadWith(&sd, "r", Threads(1)));
+  const BlockBufferPool::Stats first = pool().stats();
+  EXPECT_GT(first.mapped_bytes, 0u);
+  EXPECT_GT(first.kept_bytes, 0u);
+
+  ASSERT_OK(LoadWith(&sd, "r", Threads(1)));
+  ASSERT_OK(LoadWith(&sd, "r", Threads(2)));
+  const BlockBufferPool::Stats later = pool().stats();
+  EXPECT_TRUE(SameTensor(into.view, big.view));
+  // The second and third loads read into buffers the first one mapped...
+  EXPECT_GE(later.reused, first.reused + 3);
+  // ...except the second thread's, mapped once.
+  EXPECT_LE(later.mapped_bytes, 2 * first.mapped_bytes);
+  EXPECT_EQ(later.outstanding_bytes, 0u);
+  EXPECT_LE(later.kept_bytes, StoreOptions().read_buffer_pool_bytes);
+}
+
+TEST_F(ReaderTest, ZeroPoolKeepsNoBuffers) {
+  OwnedTensor big = RandomTensor(DType::kUInt8, {2, 12 << 20}, 10);
+  ASSERT_OK(SaveDict({{"t", big.view}}, "z", {.max_piece_bytes = 12 << 20}));
+  CloseStore();
+  StoreOptions so;
+  so.read_buffer_pool_bytes = 0;
+  OpenStore(so);
+  OwnedTensor into = ZeroTensor(DType::kUInt8, {2, 12 << 20});
+  StateDict sd{{"t", into.view}};
+  ASSERT_OK(LoadWith(&sd, "z", Threads(2)));
+  EXPECT_TRUE(SameTensor(into.view, big.view));
+  const BlockBufferPool::Stats stats = pool().stats();
+  EXPECT_EQ(stats.reused, 0u);
+  EXPECT_EQ(stats.kept_bytes, 0u);
+  EXPECT_EQ(stats.outstanding_bytes, 0u);
+  EXPECT_EQ(stats.unmapped_bytes, stats.mapped_bytes);
+}
+
+}  // namespace
+}  // namespace rocksdcp::testing
