@@ -1,15 +1,21 @@
 #include "bench_util.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 namespace rocksdcp::bench {
@@ -32,37 +38,43 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
     const std::string_view arg = argv[i];
-    int64_t* target = nullptr;
-    std::string_view value;
-    for (auto [flag, field] :
-         {std::pair{std::string_view("--large_mib="), &config->large_mib},
-          std::pair{std::string_view("--small_mib="), &config->small_mib}}) {
-      if (arg.starts_with(flag)) {
-        target = field;
-        value = arg.substr(flag.size());
+    if (arg == "--quick") {
+      config->quick = true;
+    } else if (arg == "--ranks") {
+      config->ranks = true;
+    } else if (arg.starts_with("--rss_gib=")) {
+      const std::string value(arg.substr(std::strlen("--rss_gib=")));
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 0 || v > 64) {
+        std::fprintf(stderr, "rocksdcp_bench: bad value in %s (0-64)\n",
+                     argv[i]);
+        return false;
       }
-    }
-    if (target == nullptr) {
+      config->rss_gib = v;
+    } else {
       if (arg == "--help") {
         std::printf(
             "rocksdcp_bench flags:\n"
-            "  --large_mib=N  size of BM_SaveLarge/BM_LoadLarge and "
-            "BM_SaveRanks/BM_LoadRanks (default 1024)\n"
-            "  --small_mib=N  size of BM_SaveSmall/BM_LoadSmall, 256 tensors "
-            "of 4 KiB per MiB (default 80)\n\n");
+            "  --quick      CI-sized: every workload a 16th of its size, one "
+            "iteration per case\n"
+            "  --rss_gib=N  also save and load an N GiB state dict and report "
+            "the RSS rocksdcp adds\n"
+            "               (BM_RssSave, BM_RssLoad; default 0, off)\n"
+            "  --ranks      also run BM_SaveRanks / BM_LoadRanks on 1, 2, 4 "
+            "thread ranks\n\n");
       }
       argv[out++] = argv[i];
-      continue;
     }
-    char* end = nullptr;
-    const long long v = std::strtoll(std::string(value).c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || v < 1 || v > (1 << 20)) {
-      std::fprintf(stderr, "rocksdcp_bench: bad value in %s\n", argv[i]);
-      return false;
-    }
-    *target = v;
   }
   *argc = out;
+  if (config->quick) {
+    config->large_mib = 64;
+    config->w2_hidden = 256;
+    config->w3_tensors = 5'000;
+    config->w3_byte_items = 100;
+    config->iterations = 1;
+  }
   return true;
 }
 
@@ -110,15 +122,18 @@ uint64_t SplitMix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-void Fill(std::vector<uint8_t>& data, uint64_t seed) {
-  uint64_t state = seed;
+uint64_t FillBytes(uint8_t* data, size_t n, uint64_t state) {
   size_t i = 0;
-  for (; i + 8 <= data.size(); i += 8) {
+  for (; i + 8 <= n; i += 8) {
     const uint64_t r = SplitMix64(state);
-    std::memcpy(data.data() + i, &r, 8);
+    std::memcpy(data + i, &r, 8);
   }
-  for (; i < data.size(); ++i)
-    data[i] = static_cast<uint8_t>(SplitMix64(state));
+  for (; i < n; ++i) data[i] = static_cast<uint8_t>(SplitMix64(state));
+  return state;
+}
+
+void Fill(std::vector<uint8_t>& data, uint64_t seed) {
+  FillBytes(data.data(), data.size(), seed);
 }
 
 std::string LayerName(size_t i) {
@@ -127,69 +142,72 @@ std::string LayerName(size_t i) {
   return name;
 }
 
-TensorSet::TensorSet(int count, uint64_t bytes_each, uint64_t seed)
-    : buffers_(count, std::vector<uint8_t>(bytes_each)) {
-  if (seed != 0) {
-    for (int i = 0; i < count; ++i) Fill(buffers_[i], seed + i);
+Status RunRanks(int ranks,
+                const std::function<Status(int, Collective&)>& body) {
+  std::vector<std::unique_ptr<ThreadCollective>> group =
+      ThreadCollective::Group(ranks);
+  std::vector<Status> results(ranks);
+  std::vector<std::thread> threads;
+  threads.reserve(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] { results[r] = body(r, *group[r]); });
   }
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : results) ROCKSDCP_RETURN_IF_ERROR(s);
+  return Status::OK();
 }
 
-rocksdcp::StateDict TensorSet::StateDict() {
-  rocksdcp::StateDict dict;
-  for (size_t i = 0; i < buffers_.size(); ++i) {
-    const int64_t elems = static_cast<int64_t>(buffers_[i].size() / 4);
-    std::vector<int64_t> sizes = {elems};
-    if (elems > kLargeCols && elems % kLargeCols == 0) {
-      sizes = {elems / kLargeCols, kLargeCols};
+namespace {
+
+// readv / writev of all of `iov`, IOV_MAX entries at a time, resuming after
+// short transfers.
+template <typename Op>
+Status TransferAll(int fd, const std::vector<iovec>& iov, Op op,
+                   std::string_view what, const std::string& path) {
+  std::vector<iovec> rest(iov.begin(), iov.end());
+  size_t first = 0;
+  while (first < rest.size()) {
+    if (rest[first].iov_len == 0) {
+      ++first;
+      continue;
     }
-    dict.emplace(LayerName(i), rocksdcp::TensorView::Contiguous(
-                                   rocksdcp::DType::kFloat32, std::move(sizes),
-                                   buffers_[i].data()));
+    const int count =
+        static_cast<int>(std::min<size_t>(rest.size() - first, IOV_MAX));
+    const ssize_t n = op(fd, rest.data() + first, count);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno(what, path);
+    if (n == 0)
+      return Status::IOError("short " + std::string(what) + " of " + path);
+    size_t done = static_cast<size_t>(n);
+    while (done > 0 && done >= rest[first].iov_len) {
+      done -= rest[first].iov_len;
+      ++first;
+    }
+    if (done > 0) {
+      rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + done;
+      rest[first].iov_len -= done;
+    }
   }
-  return dict;
+  return Status::OK();
 }
 
-Status WriteFileFsync(const std::string& path,
-                      const std::vector<uint8_t>& data) {
+}  // namespace
+
+Status WriteFileFsync(const std::string& path, const std::vector<iovec>& iov) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return Errno("open", path);
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status s = Errno("write", path);
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    Status s = Errno("fsync", path);
-    ::close(fd);
-    return s;
-  }
-  if (::close(fd) != 0) return Errno("close", path);
-  return Status::OK();
+  Status s = TransferAll(fd, iov, ::writev, "write", path);
+  if (s.ok() && ::fsync(fd) != 0) s = Errno("fsync", path);
+  if (::close(fd) != 0 && s.ok()) s = Errno("close", path);
+  return s;
 }
 
-Status ReadFile(const std::string& path, std::vector<uint8_t>& data) {
+Status ReadFile(const std::string& path, const std::vector<iovec>& iov) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return Errno("open", path);
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status s = n == 0 ? Status::IOError("short read of " + path)
-                        : Errno("read", path);
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
+  Status s = TransferAll(fd, iov, ::readv, "read", path);
   ::close(fd);
-  return Status::OK();
+  return s;
 }
 
 Status DropPageCache(const std::string& path) {
@@ -203,12 +221,13 @@ Status DropPageCache(const std::string& path) {
   return Status::OK();
 }
 
-// RocksDB keeps the SST files open in its table cache; the advice applies
-// to the file, not to one descriptor, so a fresh descriptor is enough.
-Status DropStoreCache(const std::string& dir) {
+// RocksDB keeps its files open; the advice applies to the file, not to
+// one descriptor, so a fresh descriptor is enough.
+Status DropDirCache(const std::string& dir) {
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".sst") {
+  for (const fs::directory_entry& e :
+       fs::recursive_directory_iterator(dir, ec)) {
+    if (e.is_regular_file()) {
       ROCKSDCP_RETURN_IF_ERROR(DropPageCache(e.path().string()));
     }
   }
@@ -216,12 +235,63 @@ Status DropStoreCache(const std::string& dir) {
   return Status::OK();
 }
 
+Status FsyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return Errno("open", dir);
+  Status s = ::fsync(fd) == 0 ? Status::OK() : Errno("fsync", dir);
+  ::close(fd);
+  return s;
+}
+
 void SetCounters(benchmark::State& state, uint64_t bytes, uint64_t items,
-                 int cold) {
+                 int workload, int cold) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * items));
   state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["wl"] = workload;
   if (cold >= 0) state.counters["cold"] = cold;
+}
+
+namespace {
+
+// A "VmRSS:" or "VmHWM:" line of /proc/self/status, in MiB; -1 if missing.
+double StatusMiB(std::string_view field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with(field)) {
+      return std::strtod(line.c_str() + field.size(), nullptr) / 1024.0;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+RssMeter::RssMeter() {
+  ::malloc_trim(0);
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  if (!clear) {
+    static bool warned = false;
+    if (!warned) {
+      std::fprintf(stderr,
+                   "rocksdcp_bench: can't write /proc/self/clear_refs; no "
+                   "peak RSS counters\n");
+    }
+    warned = true;
+    return;
+  }
+  before_mib_ = StatusMiB("VmRSS:");
+}
+
+void RssMeter::Report(benchmark::State& state,
+                      const std::string& prefix) const {
+  if (before_mib_ < 0) return;
+  const double peak = StatusMiB("VmHWM:");
+  state.counters[prefix + "peak_rss_mib"] = peak;
+  state.counters[prefix + "rss_added_mib"] = peak - before_mib_;
 }
 
 }  // namespace rocksdcp::bench

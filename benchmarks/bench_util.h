@@ -1,17 +1,21 @@
-// What the cases of rocksdcp_bench share: their inputs, scratch
-// directories, the raw-file baseline's I/O, page-cache control, the
-// counters ratios.py pairs cases by, and the program's own flags.
+// What the cases of rocksdcp_bench share: the program's own flags,
+// scratch directories, raw-file I/O, page-cache control, peak-RSS
+// measurement and the counters ratios.py pairs cases by.
 //
-// The cases are in checkpoint_bench.cc (one rank, and main) and
-// ranks_bench.cc (N thread ranks); benchmarks/README.md has the how-to.
+// The cases: baselines_bench.cc (the baselines), workload_bench.cc (rocksdcp
+// on W1-W4, async save, the --rss_gib case), ranks_bench.cc (opt-in rank
+// scaling); workloads.h the state dicts; bench_main.cc the order they run
+// in. benchmarks/README.md has the how-to.
 
 #ifndef ROCKSDCP_BENCHMARKS_BENCH_UTIL_H_
 #define ROCKSDCP_BENCHMARKS_BENCH_UTIL_H_
 
 #include <benchmark/benchmark.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,28 +24,41 @@
 
 namespace rocksdcp::bench {
 
-// The large state dict is this many fp32 tensors of [rows, 1024], in total
-// --large_mib MiB, in every case that uses it (single-rank and sharded), so
-// that all of them pair with the same raw baseline.
+// The opt-in ranks cases (ranks_bench.cc): this many fp32 tensors of
+// [rows, 1024], in total as many bytes as W1.
 inline constexpr int kLargeTensors = 8;
 inline constexpr int64_t kLargeCols = 1024;
-// Iterations of the large cases and of the raw baselines.
-inline constexpr int kLargeIterations = 3;
 
 struct Config {
-  // --large_mib: total size of the large state dict, in MiB.
+  // --quick: CI-sized, a 16th of every workload and one iteration per case.
+  bool quick = false;
+  // --rss_gib=N: also run BM_RssSave / BM_RssLoad on an N GiB state dict.
+  int64_t rss_gib = 0;
+  // --ranks: also run BM_SaveRanks / BM_LoadRanks (1, 2, 4 thread ranks).
+  bool ranks = false;
+
+  // Derived from the flags by ParseOwnFlags.
+  // W1's bytes, and the ranks cases'.
   int64_t large_mib = 1024;
-  // --small_mib: total size of the small one, 256 tensors of 4 KiB per MiB.
-  int64_t small_mib = 80;
+  // W2's hidden size: 1 GiB at 1024, 64 MiB at 256.
+  int64_t w2_hidden = 1024;
+  int w3_tensors = 50'000;
+  int w3_byte_items = 1'000;
+  // Iterations of every case but the cheap memcpy baseline.
+  int iterations = 3;
 };
 
-// Takes this program's own --name=N flags out of argv (Google Benchmark
-// rejects flags it does not know). False, with a message, on a bad value.
+// Takes this program's own flags out of argv (Google Benchmark rejects
+// flags it does not know) and derives the sizes. False, with a message, on
+// a bad value.
 bool ParseOwnFlags(int* argc, char** argv, Config* config);
 
-// Registration, one function per *_bench.cc, called by main because the
-// sizes come from flags.
-void RegisterCheckpointBenchmarks(const Config& config);
+// Registration, called by main in the order the cases run: every case of a
+// workload together, so that its data is built once (workloads.h).
+void RegisterBaselineBenchmarks(const Config& config, int workload);
+// W2's also registers W4 and the async save.
+void RegisterWorkloadBenchmarks(const Config& config, int workload);
+void RegisterRssBenchmarks(const Config& config);
 void RegisterRanksBenchmarks(const Config& config);
 
 // What every case sets: a fixed iteration count, wall-clock time (this is
@@ -65,57 +82,70 @@ void RemoveDir(const std::string& dir);
 
 uint64_t SplitMix64(uint64_t& state);
 
-// Writes every byte of `data` now, so that no page is first touched inside
-// a timed loop (about 20 us per 4 KiB page on these VMs).
+// Writes `n` pseudo-random bytes from `state` (a seed, or what the previous
+// call returned) and returns the state to continue from. Only the last call
+// of a stream may have `n` not a multiple of 8. Every page is written: no
+// first touch of it is left for a timing loop (about 20 us per 4 KiB page
+// on some of these VMs).
+uint64_t FillBytes(uint8_t* data, size_t n, uint64_t state);
 void Fill(std::vector<uint8_t>& data, uint64_t seed);
 
-// The fqn of the i-th tensor of a benchmark state dict.
+// The fqn of the i-th tensor of the ranks cases' state dict.
 std::string LayerName(size_t i);
 
-// `count` fp32 tensors of `bytes_each` bytes each, owned here and lent to
-// rocksdcp as a state dict of contiguous views.
-class TensorSet {
- public:
-  // With `seed` 0 the tensors are zeros (a load's destination).
-  TensorSet(int count, uint64_t bytes_each, uint64_t seed);
+// ---- Ranks ----
 
-  rocksdcp::StateDict StateDict();
+// Runs `body(rank, collective)` on one thread per rank of a new
+// ThreadCollective group and joins them. Returns the first failing rank's
+// error; the driver makes every rank fail when one does, naming it.
+Status RunRanks(int ranks, const std::function<Status(int, Collective&)>& body);
 
-  uint64_t total_bytes() const {
-    return buffers_.empty() ? 0 : buffers_.size() * buffers_[0].size();
-  }
-  size_t count() const { return buffers_.size(); }
-  bool operator==(const TensorSet& other) const {
-    return buffers_ == other.buffers_;
-  }
+// ---- Raw file I/O ----
 
- private:
-  std::vector<std::vector<uint8_t>> buffers_;
-};
+// Writes `iov` in order to a new file at `path` (writev), fsyncs and closes
+// it.
+Status WriteFileFsync(const std::string& path, const std::vector<iovec>& iov);
 
-// ---- Raw file I/O, the baseline ----
-
-// Writes `data` to a new file at `path`, fsyncs and closes it.
-Status WriteFileFsync(const std::string& path,
-                      const std::vector<uint8_t>& data);
-
-// Reads data.size() bytes of `path` into `data`.
-Status ReadFile(const std::string& path, std::vector<uint8_t>& data);
+// Fills `iov` in order from the start of `path` (readv).
+Status ReadFile(const std::string& path, const std::vector<iovec>& iov);
 
 // Asks the kernel to drop the file's clean pages from the page cache, so
 // that the next read comes from the disk.
 Status DropPageCache(const std::string& path);
 
-// Drops every SST file of the store in `dir` from the page cache.
-Status DropStoreCache(const std::string& dir);
+// Drops every regular file under `dir` (a store, a checkpoint directory, a
+// RocksDB) from the page cache.
+Status DropDirCache(const std::string& dir);
+
+// fsyncs a directory, making the names created in it durable.
+Status FsyncDir(const std::string& dir);
 
 // ---- Reporting ----
 
-// Throughput and the per-iteration facts ratios.py pairs cases by: a
-// rocksdcp case is compared with the raw case of the same bytes (and, for
-// reads, the same cold/warm). `cold` < 0 means not a read.
+// Throughput, and the per-iteration facts ratios.py pairs cases by:
+// `workload` (1-4, 0 for the --rss_gib state dict), `bytes` and, for reads,
+// `cold` (< 0 means not a read).
 void SetCounters(benchmark::State& state, uint64_t bytes, uint64_t items,
-                 int cold = -1);
+                 int workload, int cold = -1);
+
+// Peak RSS of one case. Made after the case's inputs are built (it does
+// not count them) and before the timing loop (loads: before their untimed
+// first load, so that what a store keeps from one load to the next counts
+// too), it returns freed heap to the kernel (malloc_trim) and resets the
+// kernel's high-water mark of RSS (VmHWM) to the current RSS by writing "5"
+// to /proc/self/clear_refs. Report then sets `peak_rss_mib` (VmHWM since)
+// and `rss_added_mib` (that minus the RSS at the start, which includes the
+// state dict and the load destination).
+class RssMeter {
+ public:
+  RssMeter();
+  // Sets the counters under `prefix` ("" for the case's own).
+  void Report(benchmark::State& state, const std::string& prefix = "") const;
+  double before_mib() const { return before_mib_; }
+
+ private:
+  double before_mib_ = -1;
+};
 
 }  // namespace rocksdcp::bench
 

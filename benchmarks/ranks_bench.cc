@@ -1,36 +1,34 @@
-// Save and Load of the large state dict sharded over N ranks, as N threads
-// of one process sharing one Store (ThreadCollective): the single-node
-// trainer with one thread per device.
+// Opt-in (--ranks): Save and Load of a 1 GiB state dict sharded over N
+// ranks, as N threads of one process sharing one Store (ThreadCollective):
+// the single-node trainer with one thread per device.
 //
 //   BM_SaveRanks/ranks:N         every rank saves its rows of every tensor
 //   BM_LoadRanks/ranks:N/cold:C  every rank loads its rows back, warm or cold
 //
-// The state dict is BM_SaveLarge's: --large_mib in total, 8 fp32 tensors of
-// [rows, 1024], here each a ShardedTensor whose rows are split evenly over
-// the ranks. The bytes are the same at every N, so ratios.py pairs every
-// case with the same raw baseline as BM_SaveLarge / BM_LoadLarge, and
-// ranks:1 next to those shows what the sharded, collective path costs.
+// The state dict is 8 fp32 tensors of [rows, 1024], as many bytes as W1
+// (--quick shrinks both), each a ShardedTensor whose rows are split evenly
+// over the ranks. The bytes are the same at every N, so ratios.py pairs
+// every case with W1's raw baselines, and ranks:1 next to BM_Save/wl:1 and
+// BM_Load/wl:1 shows what the sharded, collective path costs.
 //
 // One iteration is one whole collective call, from starting the N threads
 // (each making its own writer or reader, as a rank does) to joining the
-// last. The conventions of checkpoint_bench.cc hold: inputs built and
-// touched before the loop, a new checkpoint id per save, cold loads timed
-// with the posix_fadvise(DONTNEED) that empties the page cache, no
-// PauseTiming.
+// last. The conventions of the other cases hold: inputs built and touched
+// before the loop, a new checkpoint id per save, cold loads timed with the
+// posix_fadvise(DONTNEED) that empties the page cache, no PauseTiming.
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "bench_util.h"
 #include "rocksdcp/rocksdcp.h"
+#include "workloads.h"
 
 namespace rocksdcp::bench {
 namespace {
@@ -87,7 +85,7 @@ struct ShardedState {
   ShardedState(int64_t rows, int ranks, bool zeros) {
     shards.reserve(ranks);
     for (int r = 0; r < ranks; ++r) {
-      // Distinct data per rank; rank 0's is BM_SaveLarge's.
+      // Distinct data per rank.
       shards.emplace_back(rows, r, ranks,
                           zeros ? 0 : 1 + uint64_t{kLargeTensors} * r);
     }
@@ -97,24 +95,6 @@ struct ShardedState {
   std::vector<RowShards> shards;
   std::vector<rocksdcp::StateDict> dicts;
 };
-
-// Runs `body(rank, collective)` on one thread per rank of a new
-// ThreadCollective group and joins them. Returns the first failing rank's
-// error; the driver makes every rank fail when one does, naming it.
-Status RunRanks(int ranks,
-                const std::function<Status(int, rocksdcp::Collective&)>& body) {
-  std::vector<std::unique_ptr<rocksdcp::ThreadCollective>> group =
-      rocksdcp::ThreadCollective::Group(ranks);
-  std::vector<Status> results(ranks);
-  std::vector<std::thread> threads;
-  threads.reserve(ranks);
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] { results[r] = body(r, *group[r]); });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const Status& s : results) ROCKSDCP_RETURN_IF_ERROR(s);
-  return Status::OK();
-}
 
 // Every rank saves its dict as checkpoint `id`, each with its own writer.
 Status SaveRanks(Store& store, const ShardedState& state,
@@ -147,6 +127,7 @@ int64_t LargeRows(int64_t mib) {
 // Args: ranks.
 void BM_SaveRanks(benchmark::State& state, int64_t mib) {
   const int ranks = static_cast<int>(state.range(0));
+  DropWorkload();  // These cases have data of their own.
   const ShardedState source(LargeRows(mib), ranks, /*zeros=*/false);
   const std::string dir = FreshDir("save-ranks");
   auto store = Store::Open(dir);
@@ -156,6 +137,7 @@ void BM_SaveRanks(benchmark::State& state, int64_t mib) {
     return;
   }
   std::vector<std::string> ids;
+  const RssMeter rss;
   for (auto _ : state) {
     const std::string id = "iter-" + std::to_string(ids.size());
     Status s = SaveRanks(**store, source, id);
@@ -165,7 +147,9 @@ void BM_SaveRanks(benchmark::State& state, int64_t mib) {
     }
     ids.push_back(id);
   }
-  SetCounters(state, static_cast<uint64_t>(mib) << 20, kLargeTensors);
+  rss.Report(state);
+  SetCounters(state, static_cast<uint64_t>(mib) << 20, kLargeTensors,
+              /*workload=*/1);
   // The directory goes next; a failed delete changes nothing here.
   for (const std::string& id : ids) (*store)->Delete(id).IgnoreError();
   store->reset();
@@ -176,14 +160,16 @@ void BM_SaveRanks(benchmark::State& state, int64_t mib) {
 void BM_LoadRanks(benchmark::State& state, int64_t mib) {
   const int ranks = static_cast<int>(state.range(0));
   const bool cold = state.range(1) != 0;
+  DropWorkload();  // These cases have data of their own.
   const ShardedState source(LargeRows(mib), ranks, /*zeros=*/false);
   ShardedState dest(LargeRows(mib), ranks, /*zeros=*/true);
   const std::string dir = FreshDir("load-ranks");
   auto store = Store::Open(dir);
   Status s = store.status();
   if (s.ok()) s = SaveRanks(**store, source, "ckpt");
+  const RssMeter rss;  // Before the first load, as in BM_Load.
   // One untimed load: it checks the setup and makes a warm run warm (see
-  // RunLoad in checkpoint_bench.cc).
+  // BM_Load in workload_bench.cc).
   if (s.ok()) s = LoadRanks(**store, dest, "ckpt");
   if (!s.ok()) {
     state.SkipWithError(s.ToString().c_str());
@@ -192,14 +178,16 @@ void BM_LoadRanks(benchmark::State& state, int64_t mib) {
     return;
   }
   for (auto _ : state) {
-    if (cold) s = DropStoreCache(dir);
+    if (cold) s = DropDirCache(dir);
     if (s.ok()) s = LoadRanks(**store, dest, "ckpt");
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
       break;
     }
   }
-  SetCounters(state, static_cast<uint64_t>(mib) << 20, kLargeTensors, cold);
+  rss.Report(state);
+  SetCounters(state, static_cast<uint64_t>(mib) << 20, kLargeTensors,
+              /*workload=*/1, cold);
   if (s.ok()) {
     for (int r = 0; r < ranks; ++r) {
       if (!(dest.shards[r] == source.shards[r])) {
@@ -230,8 +218,8 @@ void RegisterRanksBenchmarks(const Config& c) {
     save->Arg(ranks);
     load->Args({ranks, 0})->Args({ranks, 1});
   }
-  SetCommon(save, kLargeIterations);
-  SetCommon(load, kLargeIterations);
+  SetCommon(save, c.iterations);
+  SetCommon(load, c.iterations);
 }
 
 }  // namespace rocksdcp::bench

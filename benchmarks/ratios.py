@@ -1,17 +1,34 @@
 #!/usr/bin/env python3
-"""Prints rocksdcp's benchmark throughput as ratios to the raw-file baseline.
+"""Prints rocksdcp_bench results as ratios to their baselines, against the issue's targets.
 
 Usage:
   build/benchmarks/rocksdcp_bench --benchmark_format=json > out.json
-  python3 benchmarks/ratios.py out.json
+  python3 benchmarks/ratios.py out.json [--memory_budget_mib=512]
 
-Each BM_Save* case is paired with the BM_RawFileWriteFsync case of the same
-bytes per iteration, and each BM_Load* case with the BM_RawFileRead case of
-the same bytes and the same cold/warm setting (the `bytes` and `cold`
-counters the benchmark sets). A ratio of 1.0 means rocksdcp moves bytes as
-fast as plain write()+fsync() or read() of one file. BM_SaveRanks and
-BM_LoadRanks report the bytes of the whole state dict (all ranks), so they
-pair with the baseline of those bytes like BM_SaveLarge and BM_LoadLarge.
+One row per case: MB/s, items/s, peak RSS and the RSS the case added above
+its inputs, the baseline it is compared with and the ratio to it, the
+target that applies and whether it is met, and whether the added RSS stays
+within the memory budget (rocksdcp's save and load cases only).
+
+Pairing (by the `wl` and `cold` counters each case reports):
+  a save (BM_Save, BM_PerRankFilesSave, BM_NaiveRocksDBSave, BM_SaveRanks)
+      -> BM_RawFileWriteFsync of the same workload: the same bytes written
+         to one file, then fsync;
+  a load -> BM_RawFileRead of the same workload and temperature;
+  BM_LoadResharded (W4) -> BM_Load of W2 at the same temperature;
+  BM_AsyncSaveW2 -> the synchronous save measured in the same case (its
+      blocking_ratio counter).
+
+Targets (from the issue), checked on the cases with default options
+(reuse:1); the reuse:0 cases are the comparison the notes below the table
+give:
+  save W1, W2                        >= 0.9 x raw write+fsync
+  load cold W1, W2                   >= 0.9 x raw cold read
+  load warm W1, W2 (XXH3 verified)   >= 4 GB/s and >= 0.3 x memcpy (BM_Memcpy)
+  W3 save, W3 load (warm and cold)   >= 50,000 items/s
+  W4 resharded load, warm            >= 0.8 x W2 warm load
+  async save of W2                   blocking time <= 0.2 x synchronous save
+  every rocksdcp save and load       RSS added <= memory budget (512 MiB)
 
 With --benchmark_repetitions, the median aggregate is used. Standard library
 only.
@@ -22,56 +39,88 @@ import json
 import statistics
 import sys
 
+# op -> (kind, rocksdcp's own case?)
+OPS = {
+    "BM_RawFileWriteFsync": ("raw-write", False),
+    "BM_RawFileRead": ("raw-read", False),
+    "BM_Memcpy": ("memcpy", False),
+    "BM_PerRankFilesSave": ("write", False),
+    "BM_PerRankFilesLoad": ("read", False),
+    "BM_NaiveRocksDBSave": ("write", False),
+    "BM_NaiveRocksDBLoad": ("read", False),
+    "BM_Save": ("write", True),
+    "BM_Load": ("read", True),
+    "BM_LoadResharded": ("resharded", True),
+    "BM_AsyncSaveW2": ("async", True),
+    "BM_RssSave": ("write", True),
+    "BM_RssLoad": ("read", True),
+    "BM_SaveRanks": ("write", True),
+    "BM_LoadRanks": ("read", True),
+}
+
+W3_ITEMS_PER_S = 50_000
+WARM_GBPS = 4.0
+WARM_MEMCPY = 0.3
+
 
 def load_runs(path):
-    """Returns {run_name: entry}, one entry per benchmark case."""
+    """Returns (context, [(run_name, entry)]) in the order the cases ran."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
+    order = []
     iterations = {}
     medians = {}
     for b in data.get("benchmarks", []):
         name = b.get("run_name", b["name"])
+        if name not in iterations and name not in medians:
+            order.append(name)
         if b.get("run_type") == "aggregate":
             if b.get("aggregate_name") == "median":
                 medians[name] = b
         else:
             iterations.setdefault(name, []).append(b)
-    runs = {}
-    for name, entries in iterations.items():
+    runs = []
+    for name in order:
         if name in medians:
-            runs[name] = medians[name]
+            runs.append((name, medians[name]))
+            continue
+        entries = iterations.get(name, [])
+        if not entries:
             continue
         entry = dict(entries[0])
         ok = [e for e in entries if not e.get("error_occurred")]
         if ok:
-            for key in ("bytes_per_second", "items_per_second"):
-                if all(key in e for e in ok):
+            for key in entry:
+                if isinstance(entry[key], (int, float)) and all(key in e for e in ok):
                     entry[key] = statistics.mean(e[key] for e in ok)
-        runs[name] = entry
+        runs.append((name, entry))
     return data.get("context", {}), runs
 
 
-def kind(name):
-    """'write', 'read' or None, and whether it is the raw baseline."""
-    op = name.split("/", 1)[0]
-    if op == "BM_RawFileWriteFsync":
-        return "write", True
-    if op == "BM_RawFileRead":
-        return "read", True
-    if op.startswith("BM_Save"):
-        return "write", False
-    if op.startswith("BM_Load"):
-        return "read", False
-    return None, False
+def parse(name):
+    """('BM_Load', {'wl': 1, 'cold': 0}) from 'BM_Load/wl:1/cold:0/...'."""
+    parts = name.split("/")
+    args = {}
+    for p in parts[1:]:
+        k, sep, v = p.partition(":")
+        if sep and k not in ("iterations", "repeats"):
+            try:
+                args[k] = int(v)
+            except ValueError:
+                pass
+    return parts[0], args
 
 
-def key(entry, op):
-    return (op, entry.get("bytes"), entry.get("cold") if op == "read" else None)
+def short(name):
+    parts = [p for p in name.split("/")
+             if not p.startswith("iterations:") and p not in ("real_time", "manual_time")]
+    return "/".join(parts)
 
 
-def mbps(entry):
-    v = entry.get("bytes_per_second")
-    return None if v is None else v / 1e6
+def counter(entry, key, args=None):
+    if key in entry:
+        return int(round(entry[key]))
+    return (args or {}).get(key)
 
 
 def fmt(v, spec):
@@ -79,25 +128,34 @@ def fmt(v, spec):
 
 
 def fmt_rate(v):
-    # Raw baselines count one item (the file) per iteration: keep decimals
-    # where the rate is small.
     if v is None:
         return "-"
     return format(v, ".0f") if v >= 100 else format(v, ".2f")
 
 
-def short(name):
-    # Google Benchmark appends these to every name; they add nothing here.
-    for suffix in ("/real_time",):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    parts = [p for p in name.split("/") if not p.startswith("iterations:")]
-    return "/".join(parts)
+class Row:
+    def __init__(self, name, entry):
+        self.name = name
+        self.entry = entry
+        self.op, self.args = parse(name)
+        self.kind, self.own = OPS.get(self.op, (None, False))
+        self.wl = counter(entry, "wl", self.args)
+        self.cold = counter(entry, "cold", self.args)
+        self.error = entry.get("error_message") if entry.get("error_occurred") else None
+        self.bps = entry.get("bytes_per_second")
+        self.ips = entry.get("items_per_second")
+        self.vs = ""
+        self.ratio = None
+        self.target = ""
+        self.result = ""
+        self.rss_check = ""
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", help="rocksdcp_bench --benchmark_format=json output")
+    parser.add_argument("--memory_budget_mib", type=float, default=512,
+                        help="RocksDBWriterOptions::memory_budget (default 512)")
     args = parser.parse_args()
 
     try:
@@ -105,49 +163,138 @@ def main():
     except (OSError, ValueError, KeyError) as e:
         print("ratios.py: cannot read {}: {}".format(args.json, e), file=sys.stderr)
         return 1
-    baselines = {}
-    for name, entry in runs.items():
-        op, raw = kind(name)
-        if raw and not entry.get("error_occurred"):
-            baselines[key(entry, op)] = entry
-
-    rows = []
-    for name, entry in runs.items():
-        op, raw = kind(name)
-        if op is None:
-            continue
-        if entry.get("error_occurred"):
-            rows.append((short(name), None, None, "ERROR: " + entry.get("error_message", ""), None))
-            continue
-        if raw:
-            rows.append((short(name), mbps(entry), entry.get("items_per_second"), "(baseline)", None))
-            continue
-        base = baselines.get(key(entry, op))
-        ratio = None
-        if base is not None and base.get("bytes_per_second"):
-            ratio = entry["bytes_per_second"] / base["bytes_per_second"]
-        rows.append((short(name), mbps(entry), entry.get("items_per_second"),
-                     short(base["run_name"]) if base else "(no baseline)", ratio))
-
+    rows = [Row(n, e) for n, e in runs]
+    rows = [r for r in rows if r.kind is not None]
     if not rows:
         print("no rocksdcp_bench results in " + args.json, file=sys.stderr)
         return 1
 
-    headers = ("benchmark", "MB/s", "items/s", "vs", "ratio")
-    table = [(n, fmt(m, ".0f"), fmt_rate(i), v, fmt(r, ".2f")) for n, m, i, v, r in rows]
+    def find(op, wl, cold=None):
+        # Cases with default options (reuse:1) only.
+        for r in rows:
+            if (r.op == op and r.wl == wl and r.error is None and r.args.get("reuse", 1) == 1
+                    and (cold is None or r.cold == cold)):
+                return r
+        return None
+
+    def pair(r, base, label=None):
+        if base is None:
+            r.vs = "(no baseline)"
+            return
+        r.vs = label or short(base.name)
+        if r.bps and base.bps:
+            r.ratio = r.bps / base.bps
+
+    def check(r, ok, target, detail=""):
+        r.target = target
+        r.result = ("PASS" if ok else "MISS") + (" (" + detail + ")" if detail else "")
+
+    for r in rows:
+        if r.error is not None:
+            continue
+        if r.kind in ("raw-write", "raw-read", "memcpy"):
+            r.vs = "(baseline)"
+            continue
+        if r.kind == "write":
+            pair(r, find("BM_RawFileWriteFsync", r.wl))
+        elif r.kind == "read":
+            pair(r, find("BM_RawFileRead", r.wl, r.cold))
+        elif r.kind == "resharded":
+            pair(r, find("BM_Load", 2, r.cold))
+        elif r.kind == "async":
+            r.vs = "sync Save, same case"
+            r.ratio = r.entry.get("blocking_ratio")
+
+        # The issue's targets.
+        if r.op == "BM_Save" and r.wl in (1, 2) and r.args.get("reuse", 1) == 1:
+            if r.ratio is not None:
+                check(r, r.ratio >= 0.9, ">= 0.9x raw")
+        elif r.op == "BM_Load" and r.args.get("reuse", 1) == 0:
+            pass  # The comparison, not a target: see the notes.
+        elif r.op == "BM_Load" and r.wl in (1, 2) and r.cold == 1:
+            if r.ratio is not None:
+                check(r, r.ratio >= 0.9, ">= 0.9x raw")
+        elif r.op == "BM_Load" and r.wl in (1, 2) and r.cold == 0 and r.bps:
+            gbps = r.bps / 1e9
+            memcpy = find("BM_Memcpy", r.wl)
+            of_memcpy = r.bps / memcpy.bps if memcpy and memcpy.bps else None
+            ok = gbps >= WARM_GBPS and (of_memcpy is None or of_memcpy >= WARM_MEMCPY)
+            detail = "{:.2f} GB/s, {}x memcpy".format(gbps, fmt(of_memcpy, ".2f"))
+            check(r, ok, ">= 4 GB/s, >= 0.3x memcpy", detail)
+        elif r.op in ("BM_Save", "BM_Load") and r.wl == 3 and r.ips is not None:
+            check(r, r.ips >= W3_ITEMS_PER_S, ">= 50k items/s")
+        elif r.op == "BM_LoadResharded" and r.cold == 0 and r.ratio is not None:
+            check(r, r.ratio >= 0.8, ">= 0.8x W2 warm load")
+        elif r.op == "BM_AsyncSaveW2" and r.ratio is not None:
+            detail = "{:.0f} of {:.0f} ms".format(r.entry.get("blocking_ms", 0),
+                                                  r.entry.get("sync_save_ms", 0))
+            check(r, r.ratio <= 0.2, "blocking <= 0.2x sync", detail)
+
+        added = r.entry.get("rss_added_mib")
+        if r.own and r.kind != "async" and added is not None:
+            r.rss_check = "PASS" if added <= args.memory_budget_mib else "MISS"
+
+    budget = "{:.0f}".format(args.memory_budget_mib)
+    headers = ("case", "MB/s", "items/s", "peak RSS MiB", "+RSS MiB", "vs", "ratio",
+               "target", "result", "+RSS <= " + budget + " MiB")
+    align = ("<", ">", ">", ">", ">", "<", ">", "<", "<", "<")
+    table = []
+    for r in rows:
+        if r.error is not None:
+            table.append((short(r.name), "-", "-", "-", "-", "ERROR: " + r.error, "-", "", "", ""))
+            continue
+        table.append((short(r.name), fmt(r.bps and r.bps / 1e6, ".0f"), fmt_rate(r.ips),
+                      fmt(r.entry.get("peak_rss_mib"), ".0f"),
+                      fmt(r.entry.get("rss_added_mib"), ".0f"), r.vs, fmt(r.ratio, ".2f"),
+                      r.target, r.result, r.rss_check))
     widths = [max(len(h), *(len(row[c]) for row in table)) for c, h in enumerate(headers)]
-    align = ("<", ">", ">", "<", ">")
 
     def line(cells):
         return "| " + " | ".join(format(c, a + str(w)) for c, a, w in zip(cells, align, widths)) + " |"
 
     if context:
-        print("# {} on {} CPUs, {}".format(context.get("date", "?"), context.get("num_cpus", "?"),
-                                        context.get("library_build_type", "?") + " libbenchmark"))
+        quick = context.get("rocksdcp_bench.quick") == "true"
+        print("# {} on {} CPUs{}".format(context.get("date", "?"), context.get("num_cpus", "?"),
+                                        ", --quick (targets not meaningful)" if quick else ""))
     print(line(headers))
-    print("|" + "|".join(("-" * (w + 1) + ":") if a == ">" else ("-" * (w + 2)) for a, w in zip(align, widths)) + "|")
+    print("|" + "|".join(("-" * (w + 1) + ":") if a == ">" else ("-" * (w + 2))
+                         for a, w in zip(align, widths)) + "|")
     for row in table:
         print(line(row))
+
+    # What one row can't say.
+    notes = []
+    for op, what in (("BM_Save", "save"), ("BM_Load", "warm load")):
+        for wl in (1, 2):
+            def pick(reuse):
+                return next((r for r in rows if r.op == op and r.wl == wl and r.error is None
+                             and r.args.get("reuse") == reuse and r.cold in (None, 0)), None)
+            on, off = pick(1), pick(0)
+            if on and off and on.bps and off.bps:
+                notes.append("buffer reuse, W{} {}: {:.0f} MB/s with, {:.0f} without ({:.2f}x); "
+                             "+RSS {} MiB with, {} without".format(
+                                 wl, what, on.bps / 1e6, off.bps / 1e6, on.bps / off.bps,
+                                 fmt(on.entry.get("rss_added_mib"), ".0f"),
+                                 fmt(off.entry.get("rss_added_mib"), ".0f")))
+    for r in rows:
+        if r.kind == "async" and r.error is None:
+            e = r.entry
+            notes.append("async save, W2: blocking {:.0f} ms, commit {:.0f} ms after the call, "
+                         "sync save {:.0f} ms; staged {:.0f} MiB, live {:.0f} MiB".format(
+                             e.get("blocking_ms", 0), e.get("commit_ms", 0),
+                             e.get("sync_save_ms", 0), e.get("staged_mib", 0),
+                             e.get("live_mib", 0)))
+    checks = [r.result.split(" ")[0] for r in rows if r.result] + [r.rss_check for r in rows if r.rss_check]
+    notes.append("targets: {} PASS, {} MISS (throughput and time: {} PASS, {} MISS; "
+                 "RSS: {} PASS, {} MISS)".format(
+                     checks.count("PASS"), checks.count("MISS"),
+                     sum(1 for r in rows if r.result.startswith("PASS")),
+                     sum(1 for r in rows if r.result.startswith("MISS")),
+                     sum(1 for r in rows if r.rss_check == "PASS"),
+                     sum(1 for r in rows if r.rss_check == "MISS")))
+    print()
+    for n in notes:
+        print("- " + n)
     return 0
 
 

@@ -1,0 +1,32 @@
+// rocksdcp_bench's main: its own flags (bench_util.h), then the cases in
+// the order they run. Every case of a workload runs together, baselines
+// first, so that each workload's data is built once and each rocksdcp case
+// runs just after the baselines it is compared with (workloads.h).
+
+#include <benchmark/benchmark.h>
+
+#include "bench_util.h"
+#include "workloads.h"
+
+int main(int argc, char** argv) {
+  namespace bench = rocksdcp::bench;
+  bench::Config config;
+  if (!bench::ParseOwnFlags(&argc, argv, &config)) return 2;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  if (!bench::CreateTempRoot()) return 1;
+
+  for (int workload : {1, 2, 3}) {
+    bench::RegisterBaselineBenchmarks(config, workload);
+    bench::RegisterWorkloadBenchmarks(config, workload);
+  }
+  bench::RegisterRssBenchmarks(config);
+  if (config.ranks) bench::RegisterRanksBenchmarks(config);
+  benchmark::AddCustomContext("rocksdcp_bench.quick",
+                              config.quick ? "true" : "false");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  bench::DropWorkload();
+  bench::RemoveTempRoot();
+  return 0;
+}

@@ -1,0 +1,397 @@
+// rocksdcp's Save() and Load() on the workloads (workloads.h), each
+// paired by ratios.py with the baselines of the same workload
+// (baselines_bench.cc), measured just before it in the same run.
+//
+//   BM_Save/wl:N/reuse:R        Save() as a new checkpoint id, with
+//                               RocksDBWriterOptions::reuse_buffers = R
+//                               (both on W1 and W2; W3 runs the default)
+//   BM_Load/wl:N/cold:C/reuse:R Load() into zeroed buffers, warm or cold;
+//                               reuse:0 opens the store with
+//                               read_buffer_pool_bytes = 0 (W1 and W2,
+//                               warm only)
+//   BM_LoadResharded/wl:4/cold:C  W4: W2 saved by 2 thread ranks, each
+//                               holding half the rows of every tensor,
+//                               loaded by 3 ranks holding a third each
+//   BM_AsyncSaveW2              AsyncCheckpointer::Save of W2 next to a
+//                               synchronous Save() of it, in one case
+//   BM_RssSave/gib:N, BM_RssLoad/gib:N
+//                               (--rss_gib=N only) an N GiB state dict,
+//                               saved, and loaded cold, once each
+//
+// Every case reports peak_rss_mib and rss_added_mib (bench_util.h,
+// RssMeter): what the case added above its inputs, which are allocated
+// before it starts. For loads the window opens before the untimed first
+// load, so that buffers the store keeps between loads count. A save uses one
+// writer for all its iterations, as a trainer does (with reuse_buffers, the
+// writer keeps its buffers from one save to the next); a load makes a new
+// reader per iteration, as a restarted trainer does.
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "rocksdcp/rocksdcp.h"
+#include "workloads.h"
+
+namespace rocksdcp::bench {
+namespace {
+
+// AsyncSaveW2 wants a clock for its phases; ratios.py uses its counters.
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// A fresh store for one case, removed with its directory at the end.
+class ScratchStore {
+ public:
+  explicit ScratchStore(std::string_view name, const StoreOptions& options = {})
+      : dir_(FreshDir(name)) {
+    auto store = Store::Open(dir_, options);
+    status_ = store.status();
+    if (store.ok()) store_ = std::move(*store);
+  }
+  ~ScratchStore() {
+    store_.reset();
+    RemoveDir(dir_);
+  }
+  const Status& status() const { return status_; }
+  Store& operator*() { return *store_; }
+  Store* operator->() { return store_.get(); }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  Status status_;
+  std::unique_ptr<Store> store_;
+};
+
+Status SaveOnce(Store& store, const StateDict& dict, const std::string& id) {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter());
+  return Save(dict, *writer, {.checkpoint_id = id}).status();
+}
+
+Status LoadOnce(Store& store, StateDict& dict, const std::string& id) {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store.NewReader());
+  return Load(&dict, *reader, {.checkpoint_id = id});
+}
+
+// Args: wl, reuse.
+void BM_Save(benchmark::State& state, const Config& config) {
+  WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
+  const StateDict dict = data.source.Dict();
+  ScratchStore store("save");
+  Status s = store.status();
+  std::unique_ptr<RocksDBStorageWriter> writer;
+  if (s.ok()) {
+    RocksDBWriterOptions options;
+    options.reuse_buffers = state.range(1) != 0;
+    auto w = store->NewWriter(options);
+    s = w.status();
+    if (w.ok()) writer = std::move(*w);
+  }
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  std::vector<std::string> ids;
+  const RssMeter rss;
+  for (auto _ : state) {
+    const std::string id = "iter-" + std::to_string(ids.size());
+    s = Save(dict, *writer, {.checkpoint_id = id}).status();
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+    ids.push_back(id);
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              data.source.spec().id);
+  // The directory goes next; a failed delete changes nothing here.
+  writer.reset();
+  for (const std::string& id : ids) store->Delete(id).IgnoreError();
+}
+
+// Args: wl, cold, reuse (of read buffers: StoreOptions::
+// read_buffer_pool_bytes at its default, or 0).
+void BM_Load(benchmark::State& state, const Config& config) {
+  WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
+  const bool cold = state.range(1) != 0;
+  StoreOptions options;
+  if (state.range(2) == 0) options.read_buffer_pool_bytes = 0;
+  ScratchStore store("load", options);
+  Status s = store.status();
+  if (s.ok()) s = SaveOnce(*store, data.source.Dict(), "ckpt");
+  data.dest->Zero();
+  StateDict dict = data.dest->Dict();
+  // From before the first load: the buffers the store keeps from one load
+  // to the next are rocksdcp's memory too.
+  const RssMeter rss;
+  // One untimed load: it checks the setup, and since RocksDB's SST writer
+  // drops what it writes from the page cache, it is what makes a warm run
+  // warm.
+  if (s.ok()) s = LoadOnce(*store, dict, "ckpt");
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  for (auto _ : state) {
+    if (cold) s = DropDirCache(store.dir());
+    if (s.ok()) s = LoadOnce(*store, dict, "ckpt");
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              data.source.spec().id, cold);
+  data.dest->TakeBytes(dict);
+  if (s.ok() && !data.dest->SameAs(data.source)) {
+    state.SkipWithError("loaded data differ from the saved data");
+  }
+}
+
+// Every rank r of `ranks` saves (or loads) ShardDict(r, ranks) of `data`.
+Status SaveSharded(Store& store, StateData& data, int ranks,
+                   const std::string& id) {
+  std::vector<StateDict> dicts;
+  for (int r = 0; r < ranks; ++r) dicts.push_back(data.ShardDict(r, ranks));
+  return RunRanks(ranks, [&](int r, Collective& c) -> Status {
+    ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter());
+    return Save(dicts[r], *writer, {.checkpoint_id = id, .collective = &c})
+        .status();
+  });
+}
+
+Status LoadSharded(Store& store, std::vector<StateDict>& dicts,
+                   const std::string& id) {
+  return RunRanks(static_cast<int>(dicts.size()),
+                  [&](int r, Collective& c) -> Status {
+                    ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store.NewReader());
+                    return Load(&dicts[r], *reader,
+                                {.checkpoint_id = id, .collective = &c});
+                  });
+}
+
+// Args: wl (4), cold. An iteration is one collective load: starting the 3
+// threads, each making its reader, to joining the last.
+void BM_LoadResharded(benchmark::State& state, const Config& config) {
+  constexpr int kSaveRanks = 2;
+  constexpr int kLoadRanks = 3;
+  WorkloadData& data = GetWorkload(4, config);
+  const bool cold = state.range(1) != 0;
+  ScratchStore store("load-resharded");
+  Status s = store.status();
+  if (s.ok()) s = SaveSharded(*store, data.source, kSaveRanks, "ckpt");
+  data.dest->Zero();
+  std::vector<StateDict> dicts;
+  for (int r = 0; r < kLoadRanks; ++r) {
+    dicts.push_back(data.dest->ShardDict(r, kLoadRanks));
+  }
+  const RssMeter rss;  // Before the first load, as in BM_Load.
+  if (s.ok()) s = LoadSharded(*store, dicts, "ckpt");
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  for (auto _ : state) {
+    if (cold) s = DropDirCache(store.dir());
+    if (s.ok()) s = LoadSharded(*store, dicts, "ckpt");
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              /*workload=*/4, cold);
+  data.dest->TakeBytes(dicts[0]);
+  if (s.ok() && !data.dest->SameAs(data.source)) {
+    state.SkipWithError("loaded data differ from the saved data");
+  }
+}
+
+// One iteration: a synchronous Save() of W2, then an AsyncCheckpointer
+// save of it, waited for until committed. The iteration's time (manual
+// time) is the async save's blocking time, so bytes_per_second is how fast
+// the trainer gets its state dict back. Counters, per iteration:
+//   sync_save_ms    the synchronous Save()
+//   blocking_ms     AsyncCheckpointer::Save, until it returned
+//   commit_ms       from that call until `committed` completed
+//   blocking_ratio  blocking_ms / sync_save_ms (the target: <= 0.2)
+// The checkpointer (default options: a 1 GiB staging pool, prefaulted) is
+// made inside the RSS window: its pool is rocksdcp's memory.
+void BM_AsyncSaveW2(benchmark::State& state, const Config& config) {
+  WorkloadData& data = GetWorkload(2, config);
+  const StateDict dict = data.source.Dict();
+  ScratchStore store("async-save");
+  Status s = store.status();
+  std::unique_ptr<RocksDBStorageWriter> sync_writer;
+  std::unique_ptr<RocksDBStorageWriter> async_writer;
+  for (auto* w : {&sync_writer, &async_writer}) {
+    if (!s.ok()) break;
+    auto made = store->NewWriter();
+    s = made.status();
+    if (made.ok()) *w = std::move(*made);
+  }
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  const RssMeter rss;
+  std::unique_ptr<AsyncCheckpointer> checkpointer;
+  if (s.ok()) {
+    auto made = AsyncCheckpointer::Create({});
+    s = made.status();
+    if (made.ok()) checkpointer = std::move(*made);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  }
+  double sync_s = 0, blocking_s = 0, commit_s = 0;
+  AsyncSaveHandle last;
+  int n = 0;
+  std::vector<std::string> ids;
+  for (auto _ : state) {
+    const std::string id = std::to_string(n++);
+    const Clock::time_point t0 = Clock::now();
+    s = Save(dict, *sync_writer, {.checkpoint_id = "sync-" + id}).status();
+    const Clock::time_point t1 = Clock::now();
+    AsyncSaveHandle handle;
+    if (s.ok()) {
+      auto saving = checkpointer->Save(dict, *async_writer,
+                                       {.checkpoint_id = "async-" + id});
+      s = saving.status();
+      if (saving.ok()) handle = std::move(*saving);
+    }
+    const Clock::time_point t2 = Clock::now();
+    if (s.ok()) s = handle.committed.get().status();
+    const Clock::time_point t3 = Clock::now();
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+    ids.push_back("sync-" + id);
+    ids.push_back("async-" + id);
+    state.SetIterationTime(Seconds(t1, t2));
+    sync_s += Seconds(t0, t1);
+    blocking_s += Seconds(t1, t2);
+    commit_s += Seconds(t1, t3);
+    last = std::move(handle);
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              /*workload=*/2);
+  if (n > 0 && s.ok()) {
+    state.counters["sync_save_ms"] = sync_s * 1e3 / n;
+    state.counters["blocking_ms"] = blocking_s * 1e3 / n;
+    state.counters["commit_ms"] = commit_s * 1e3 / n;
+    state.counters["blocking_ratio"] = blocking_s / sync_s;
+    state.counters["staged_mib"] = last.staged_bytes / double{1 << 20};
+    state.counters["live_mib"] = last.live_bytes / double{1 << 20};
+    state.counters["first_touch_mib"] =
+        last.first_touch_bytes / double{1 << 20};
+  }
+  checkpointer.reset();
+  sync_writer.reset();
+  async_writer.reset();
+  for (const std::string& id : ids) store->Delete(id).IgnoreError();
+}
+
+// Args: gib. Saves the --rss_gib state dict once.
+void BM_RssSave(benchmark::State& state, const Config& config) {
+  WorkloadData& data = GetWorkload(0, config);
+  const StateDict dict = data.source.Dict();
+  ScratchStore store("rss-save");
+  Status s = store.status();
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  const RssMeter rss;
+  for (auto _ : state) {
+    s = SaveOnce(*store, dict, "ckpt");
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              /*workload=*/0);
+}
+
+// Args: gib. Saves the --rss_gib state dict (untimed), zeroes it, loads it
+// back cold into the same memory (there is no second copy of it), and
+// checks it against its seed.
+void BM_RssLoad(benchmark::State& state, const Config& config) {
+  WorkloadData& data = GetWorkload(0, config);
+  StateDict dict = data.source.Dict();
+  ScratchStore store("rss-load");
+  Status s = store.status();
+  if (s.ok()) s = SaveOnce(*store, dict, "ckpt");
+  data.source.Zero();
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  const RssMeter rss;
+  for (auto _ : state) {
+    s = DropDirCache(store.dir());
+    if (s.ok()) s = LoadOnce(*store, dict, "ckpt");
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              /*workload=*/0, /*cold=*/1);
+  if (s.ok() && !data.source.MatchesSeed(data.seed)) {
+    state.SkipWithError("loaded data differ from the saved data");
+  }
+  // The next user of the slot must not find zeroes.
+  DropWorkload();
+}
+
+using CaseFn = void (*)(benchmark::State&, const Config&);
+
+benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
+                                         const Config& config) {
+  return benchmark::RegisterBenchmark(
+      name, [fn, &config](benchmark::State& state) { fn(state, config); });
+}
+
+}  // namespace
+
+void RegisterWorkloadBenchmarks(const Config& c, int wl) {
+  const int it = c.iterations;
+  auto* save = Register("BM_Save", BM_Save, c)->ArgNames({"wl", "reuse"});
+  // Buffer reuse matters where pieces are large; W3's are 1-16 KiB.
+  if (wl != 3) save->Args({wl, 0});
+  save->Args({wl, 1});
+  SetCommon(save, it);
+  auto* load =
+      Register("BM_Load", BM_Load, c)->ArgNames({"wl", "cold", "reuse"});
+  // Without read-buffer reuse, warm only: there fresh buffers' page faults
+  // weigh most, next to reads from the page cache.
+  if (wl != 3) load->Args({wl, 0, 0});
+  load->Args({wl, 0, 1})->Args({wl, 1, 1});
+  SetCommon(load, it);
+  if (wl != 2) return;
+  SetCommon(Register("BM_LoadResharded", BM_LoadResharded, c)
+                ->ArgNames({"wl", "cold"})
+                ->Args({4, 0})
+                ->Args({4, 1}),
+            it);
+  // Manual time: each iteration's time is its async save's blocking time.
+  Register("BM_AsyncSaveW2", BM_AsyncSaveW2, c)
+      ->Iterations(it)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
+void RegisterRssBenchmarks(const Config& c) {
+  if (c.rss_gib == 0) return;
+  Register("BM_RssSave", BM_RssSave, c)
+      ->ArgNames({"gib"})
+      ->Arg(c.rss_gib)
+      ->Iterations(1)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  Register("BM_RssLoad", BM_RssLoad, c)
+      ->ArgNames({"gib"})
+      ->Arg(c.rss_gib)
+      ->Iterations(1)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace rocksdcp::bench
