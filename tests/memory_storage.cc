@@ -1,6 +1,7 @@
 #include "memory_storage.h"
 
 #include "util/ready_future.h"
+#include "util/text.h"
 
 #include <atomic>
 #include <cstdio>
@@ -9,23 +10,6 @@
 namespace rocksdcp::testing {
 
 namespace {
-
-std::string Quoted(std::string_view s) {
-  std::string q = "'";
-  q += s;
-  q += "'";
-  return q;
-}
-
-std::string ShapeString(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  s += "]";
-  return s;
-}
 
 // save_id and load_id must be fresh for each Reset / read, across every
 // storage of the process.
@@ -110,7 +94,7 @@ void MemoryStorage::Unstage(const std::vector<std::string>& names) {
 Status MemoryStorage::BeginSave(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!saving_.insert(id).second) {
-    return Status::Busy("checkpoint " + Quoted(id) +
+    return Status::Busy("checkpoint " + util::Quote(id) +
                         " is being saved by another writer");
   }
   return Status::OK();
@@ -126,7 +110,7 @@ Result<std::shared_ptr<const MemoryCheckpoint>> MemoryStorage::Lookup(
   std::lock_guard<std::mutex> lock(mu_);
   auto it = committed_.find(id);
   if (it == committed_.end()) {
-    return Status::NotFound("checkpoint " + Quoted(id) + " not found");
+    return Status::NotFound("checkpoint " + util::Quote(id) + " not found");
   }
   return it->second;
 }
@@ -134,7 +118,7 @@ Result<std::shared_ptr<const MemoryCheckpoint>> MemoryStorage::Lookup(
 Status MemoryStorage::CheckNotCommitted(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (committed_.count(id)) {
-    return Status::AlreadyExists("checkpoint " + Quoted(id) +
+    return Status::AlreadyExists("checkpoint " + util::Quote(id) +
                                  " already exists; save it with overwrite to "
                                  "replace it");
   }
@@ -146,7 +130,7 @@ Status MemoryStorage::Commit(
     const std::vector<std::vector<WriteResult>>& results) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!overwrite && committed_.count(id)) {
-    return Status::AlreadyExists("checkpoint " + Quoted(id) +
+    return Status::AlreadyExists("checkpoint " + util::Quote(id) +
                                  " already exists; save it with overwrite to "
                                  "replace it");
   }
@@ -157,12 +141,12 @@ Status MemoryStorage::Commit(
     for (const WriteResult& result : rank_results) {
       if (staged_.count(result.storage_data) == 0) {
         return Status::NotFound(
-            "write result for " + Quoted(result.index.ToString()) +
-            " names no staged blob " + Quoted(result.storage_data));
+            "write result for " + util::Quote(result.index.ToString()) +
+            " names no staged blob " + util::Quote(result.storage_data));
       }
       if (!names.emplace(result.index, result.storage_data).second) {
         return Status::InvalidArgument(
-            "item " + Quoted(result.index.ToString()) + " was written twice");
+            "item " + util::Quote(result.index.ToString()) + " was written twice");
       }
     }
   }
@@ -178,7 +162,7 @@ Status MemoryStorage::Commit(
     for (const MetadataIndex& index : wanted) {
       if (names.count(index) == 0) {
         return Status::InvalidArgument("metadata names " +
-                                       Quoted(index.ToString()) +
+                                       util::Quote(index.ToString()) +
                                        ", which no rank wrote");
       }
     }
@@ -268,17 +252,17 @@ Result<std::vector<WriteResult>> MemoryStorageWriter::DoWriteData(
     if (const auto* view = std::get_if<TensorView>(&data)) {
       if (item.type == WriteItemType::kByteIO || !item.tensor_data) {
         return Status::InvalidArgument("bytes item " +
-                                       Quoted(item.index.ToString()) +
+                                       util::Quote(item.index.ToString()) +
                                        " resolved to a tensor");
       }
       ROCKSDCP_RETURN_IF_ERROR(view->Validate(item.index.fqn));
       const TensorWriteData& td = *item.tensor_data;
       if (view->dtype != td.properties.dtype || view->sizes != td.chunk.sizes) {
         return Status::InvalidArgument(
-            "item " + Quoted(item.index.ToString()) + " is planned as " +
+            "item " + util::Quote(item.index.ToString()) + " is planned as " +
             std::string(DTypeName(td.properties.dtype)) +
-            ShapeString(td.chunk.sizes) + " but resolved to " +
-            std::string(DTypeName(view->dtype)) + ShapeString(view->sizes));
+            util::ShapeString(td.chunk.sizes) + " but resolved to " +
+            std::string(DTypeName(view->dtype)) + util::ShapeString(view->sizes));
       }
       blob.is_tensor = true;
       blob.dtype = view->dtype;
@@ -289,7 +273,7 @@ Result<std::vector<WriteResult>> MemoryStorageWriter::DoWriteData(
     } else {
       if (item.type != WriteItemType::kByteIO) {
         return Status::InvalidArgument("tensor item " +
-                                       Quoted(item.index.ToString()) +
+                                       util::Quote(item.index.ToString()) +
                                        " resolved to bytes");
       }
       blob.bytes = std::string(std::get<std::string_view>(data));
@@ -397,14 +381,14 @@ Status MemoryStorageReader::DoReadData(const LoadPlan& plan,
   for (const ReadItem& item : plan.items) {
     auto it = checkpoint_->blobs.find(item.storage_index);
     if (it == checkpoint_->blobs.end()) {
-      return Status::NotFound("checkpoint " + Quoted(id_) + " has no item " +
-                              Quoted(item.storage_index.ToString()));
+      return Status::NotFound("checkpoint " + util::Quote(id_) + " has no item " +
+                              util::Quote(item.storage_index.ToString()));
     }
     const MemoryBlob& blob = it->second;
     if (item.type == LoadItemType::kByteIO) {
       if (blob.is_tensor) {
         return Status::InvalidArgument(
-            "item " + Quoted(item.storage_index.ToString()) +
+            "item " + util::Quote(item.storage_index.ToString()) +
             " is a tensor in the checkpoint, but the plan reads bytes");
       }
       ROCKSDCP_RETURN_IF_ERROR(planner.LoadBytes(item, blob.bytes));
@@ -412,23 +396,23 @@ Status MemoryStorageReader::DoReadData(const LoadPlan& plan,
     }
     if (!blob.is_tensor) {
       return Status::InvalidArgument(
-          "item " + Quoted(item.storage_index.ToString()) +
+          "item " + util::Quote(item.storage_index.ToString()) +
           " is bytes in the checkpoint, but the plan reads a tensor");
     }
     if (!BoxWithin(item.storage_offsets, item.lengths, blob.sizes)) {
       return Status::InvalidArgument(
-          "read of " + Quoted(item.storage_index.ToString()) + " at " +
-          ShapeString(item.storage_offsets) + " of size " +
-          ShapeString(item.lengths) + " lies outside the saved chunk of size " +
-          ShapeString(blob.sizes));
+          "read of " + util::Quote(item.storage_index.ToString()) + " at " +
+          util::ShapeString(item.storage_offsets) + " of size " +
+          util::ShapeString(item.lengths) + " lies outside the saved chunk of size " +
+          util::ShapeString(blob.sizes));
     }
     ROCKSDCP_ASSIGN_OR_RETURN(TensorView dest, planner.ResolveTensor(item));
     if (dest.dtype != blob.dtype || dest.sizes != item.lengths) {
       return Status::InvalidArgument(
-          "item " + Quoted(item.dest_index.ToString()) + ": destination is " +
-          std::string(DTypeName(dest.dtype)) + ShapeString(dest.sizes) +
+          "item " + util::Quote(item.dest_index.ToString()) + ": destination is " +
+          std::string(DTypeName(dest.dtype)) + util::ShapeString(dest.sizes) +
           ", checkpoint box is " + std::string(DTypeName(blob.dtype)) +
-          ShapeString(item.lengths));
+          util::ShapeString(item.lengths));
     }
     // The source is only read; TensorView has no const flavour.
     TensorView chunk = TensorView::Contiguous(

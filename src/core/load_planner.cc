@@ -8,27 +8,11 @@
 #include <vector>
 
 #include "rocksdcp/planner.h"
+#include "util/text.h"
 
 namespace rocksdcp {
 
 namespace {
-
-std::string Quoted(std::string_view fqn) {
-  std::string s = "'";
-  s += fqn;
-  s += "'";
-  return s;
-}
-
-std::string ShapeString(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  s += "]";
-  return s;
-}
 
 int64_t Volume(const std::vector<int64_t>& sizes) {
   int64_t n = 1;
@@ -47,14 +31,14 @@ Status CheckMatches(const std::string& fqn, const TensorStorageMetadata& md,
                     DType dtype, const std::vector<int64_t>& size) {
   if (md.properties.dtype != dtype) {
     return Status::InvalidArgument(
-        "item " + Quoted(fqn) + ": dtype mismatch: checkpoint has " +
+        "item " + util::Quote(fqn) + ": dtype mismatch: checkpoint has " +
         std::string(DTypeName(md.properties.dtype)) + ", state dict has " +
         std::string(DTypeName(dtype)));
   }
   if (md.size != size) {
     return Status::InvalidArgument(
-        "item " + Quoted(fqn) + ": shape mismatch: checkpoint has " +
-        ShapeString(md.size) + ", state dict has " + ShapeString(size));
+        "item " + util::Quote(fqn) + ": shape mismatch: checkpoint has " +
+        util::ShapeString(md.size) + ", state dict has " + util::ShapeString(size));
   }
   return Status::OK();
 }
@@ -74,10 +58,10 @@ Status CheckSavedChunks(const std::string& fqn,
     }
     if (!inside) {
       return Status::Corruption(
-          "checkpoint metadata of " + Quoted(fqn) + ": chunk " +
-          std::to_string(i) + " at " + ShapeString(chunk.offsets) +
-          " of size " + ShapeString(chunk.sizes) +
-          " does not lie within the tensor's size " + ShapeString(md.size));
+          "checkpoint metadata of " + util::Quote(fqn) + ": chunk " +
+          std::to_string(i) + " at " + util::ShapeString(chunk.offsets) +
+          " of size " + util::ShapeString(chunk.sizes) +
+          " does not lie within the tensor's size " + util::ShapeString(md.size));
     }
   }
   return Status::OK();
@@ -87,8 +71,8 @@ Status CheckShards(const std::string& fqn, const ShardedTensor& st) {
   const size_t dims = st.global_size.size();
   for (const Shard& shard : st.local_shards) {
     ROCKSDCP_RETURN_IF_ERROR(shard.tensor.Validate(fqn));
-    const std::string which = "sharded tensor " + Quoted(fqn) + ": shard at " +
-                              ShapeString(shard.offsets);
+    const std::string which = "sharded tensor " + util::Quote(fqn) + ": shard at " +
+                              util::ShapeString(shard.offsets);
     if (shard.tensor.dtype != st.dtype) {
       return Status::InvalidArgument(
           which + " has dtype " + std::string(DTypeName(shard.tensor.dtype)) +
@@ -102,8 +86,8 @@ Status CheckShards(const std::string& fqn, const ShardedTensor& st) {
     }
     if (!inside) {
       return Status::InvalidArgument(
-          which + " of size " + ShapeString(shard.tensor.sizes) +
-          " lies outside the global size " + ShapeString(st.global_size));
+          which + " of size " + util::ShapeString(shard.tensor.sizes) +
+          " lies outside the global size " + util::ShapeString(st.global_size));
     }
   }
   return Status::OK();
@@ -157,8 +141,8 @@ Status PlanTensorReads(const std::string& fqn, const TensorStorageMetadata& md,
     if (covered != static_cast<uint64_t>(volume)) {
       std::string where = boxes.size() == 1 && box.sizes == md.size
                               ? ""
-                              : " (box at " + ShapeString(box.offsets) + ")";
-      return Status::Corruption("item " + Quoted(fqn) + where +
+                              : " (box at " + util::ShapeString(box.offsets) + ")";
+      return Status::Corruption("item " + util::Quote(fqn) + where +
                                 ": checkpoint chunks cover " +
                                 std::to_string(covered) + " of " +
                                 std::to_string(volume) + " elements");
@@ -208,7 +192,7 @@ Result<LoadPlan> DefaultLoadPlanner::CreateLocalPlan() {
   for (const auto& [fqn, value] : *rep_->state_dict) {
     if (saved.find(fqn) != saved.end()) continue;
     if (!missing.empty()) missing += ", ";
-    missing += Quoted(fqn);
+    missing += util::Quote(fqn);
   }
   if (!missing.empty() && !rep_->options.allow_partial_load) {
     return Status::NotFound("checkpoint has no item(s) " + missing);
@@ -222,7 +206,7 @@ Result<LoadPlan> DefaultLoadPlanner::CreateLocalPlan() {
     const bool dest_is_bytes = std::holds_alternative<std::string>(value);
     if (dest_is_bytes != (tensor_md == nullptr)) {
       return Status::InvalidArgument(
-          "item " + Quoted(fqn) + ": kind mismatch: checkpoint has " +
+          "item " + util::Quote(fqn) + ": kind mismatch: checkpoint has " +
           (tensor_md ? "a tensor" : "bytes") + ", state dict has " +
           (dest_is_bytes ? "bytes" : "a tensor"));
     }
@@ -274,11 +258,11 @@ Status DefaultLoadPlanner::LoadBytes(const ReadItem& item,
   const std::string& fqn = item.dest_index.fqn;
   auto it = rep_->state_dict->find(fqn);
   if (it == rep_->state_dict->end()) {
-    return Status::NotFound("state dict has no item " + Quoted(fqn));
+    return Status::NotFound("state dict has no item " + util::Quote(fqn));
   }
   auto* bytes = std::get_if<std::string>(&it->second);
   if (bytes == nullptr) {
-    return Status::InvalidArgument("item " + Quoted(fqn) +
+    return Status::InvalidArgument("item " + util::Quote(fqn) +
                                    " is a tensor in the state dict, but the "
                                    "plan loads bytes into it");
   }
@@ -294,7 +278,7 @@ Result<TensorView> DefaultLoadPlanner::ResolveTensor(const ReadItem& item) {
   const std::string& fqn = item.dest_index.fqn;
   auto it = rep_->state_dict->find(fqn);
   if (it == rep_->state_dict->end()) {
-    return Status::NotFound("state dict has no item " + Quoted(fqn));
+    return Status::NotFound("state dict has no item " + util::Quote(fqn));
   }
   const TensorView* dest = nullptr;
   if (const auto* view = std::get_if<TensorView>(&it->second)) {
@@ -302,7 +286,7 @@ Result<TensorView> DefaultLoadPlanner::ResolveTensor(const ReadItem& item) {
   } else if (const auto* st = std::get_if<ShardedTensor>(&it->second)) {
     if (!item.dest_index.offset) {
       return Status::InvalidArgument("read item for sharded tensor " +
-                                     Quoted(fqn) + " names no shard offset");
+                                     util::Quote(fqn) + " names no shard offset");
     }
     const auto& shards = st->local_shards;
     // The hint is the shard's position when this planner made the item.
@@ -318,10 +302,10 @@ Result<TensorView> DefaultLoadPlanner::ResolveTensor(const ReadItem& item) {
     }
     if (dest == nullptr) {
       return Status::NotFound("state dict has no shard " +
-                              Quoted(item.dest_index.ToString()));
+                              util::Quote(item.dest_index.ToString()));
     }
   } else {
-    return Status::InvalidArgument("item " + Quoted(fqn) +
+    return Status::InvalidArgument("item " + util::Quote(fqn) +
                                    " holds bytes in the state dict, but the "
                                    "plan loads a tensor into it");
   }
@@ -334,10 +318,10 @@ Result<TensorView> DefaultLoadPlanner::ResolveTensor(const ReadItem& item) {
   }
   if (!inside) {
     return Status::InvalidArgument(
-        "read item for " + Quoted(item.dest_index.ToString()) + " at " +
-        ShapeString(item.dest_offsets) + " of size " +
-        ShapeString(item.lengths) + " lies outside the destination of size " +
-        ShapeString(dest->sizes));
+        "read item for " + util::Quote(item.dest_index.ToString()) + " at " +
+        util::ShapeString(item.dest_offsets) + " of size " +
+        util::ShapeString(item.lengths) + " lies outside the destination of size " +
+        util::ShapeString(dest->sizes));
   }
   return dest->Narrow(item.dest_offsets, item.lengths);
 }

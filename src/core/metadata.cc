@@ -3,25 +3,13 @@
 #include <functional>
 #include <string_view>
 
+#include "util/text.h"
+
 namespace rocksdcp {
-
-namespace {
-
-std::string JoinInts(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  s += "]";
-  return s;
-}
-
-}  // namespace
 
 std::string MetadataIndex::ToString() const {
   if (!offset) return fqn;
-  return fqn + "@" + JoinInts(*offset);
+  return fqn + "@" + util::ShapeString(*offset);
 }
 
 bool operator==(const MetadataIndex& a, const MetadataIndex& b) {

@@ -10,27 +10,11 @@
 #include <vector>
 
 #include "rocksdcp/planner.h"
+#include "util/text.h"
 
 namespace rocksdcp {
 
 namespace {
-
-std::string Quoted(std::string_view fqn) {
-  std::string s = "'";
-  s += fqn;
-  s += "'";
-  return s;
-}
-
-std::string ShapeString(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  s += "]";
-  return s;
-}
 
 // Product of `sizes`, or nullopt if a size is negative or the product
 // overflows. Global sizes come from the caller (or a custom planner) and
@@ -72,20 +56,20 @@ WriteItem MakeTensorItem(WriteItemType type, const std::string& fqn,
 // share an origin (they would share a MetadataIndex).
 Status ValidateShardedTensor(const std::string& fqn, const ShardedTensor& st) {
   auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("sharded tensor " + Quoted(fqn) + ": " +
+    return Status::InvalidArgument("sharded tensor " + util::Quote(fqn) + ": " +
                                    why);
   };
   if (!IsValidDType(static_cast<uint8_t>(st.dtype))) {
     return bad("invalid dtype");
   }
   if (!CheckedVolume(st.global_size)) {
-    return bad("global size " + ShapeString(st.global_size) +
+    return bad("global size " + util::ShapeString(st.global_size) +
                " is negative or has more than 2^63 elements");
   }
   const size_t dims = st.global_size.size();
   for (size_t i = 0; i < st.local_shards.size(); ++i) {
     const Shard& shard = st.local_shards[i];
-    const std::string which = "shard at " + ShapeString(shard.offsets);
+    const std::string which = "shard at " + util::ShapeString(shard.offsets);
     ROCKSDCP_RETURN_IF_ERROR(shard.tensor.Validate(fqn));
     if (shard.tensor.dtype != st.dtype) {
       return bad(which + " has dtype " +
@@ -94,21 +78,21 @@ Status ValidateShardedTensor(const std::string& fqn, const ShardedTensor& st) {
     }
     if (shard.offsets.size() != dims ||
         static_cast<size_t>(shard.tensor.dim()) != dims) {
-      return bad(which + " of size " + ShapeString(shard.tensor.sizes) +
+      return bad(which + " of size " + util::ShapeString(shard.tensor.sizes) +
                  " does not have the tensor's " + std::to_string(dims) +
                  " dimensions");
     }
     for (size_t d = 0; d < dims; ++d) {
       if (shard.offsets[d] < 0 ||
           shard.offsets[d] > st.global_size[d] - shard.tensor.sizes[d]) {
-        return bad(which + " of size " + ShapeString(shard.tensor.sizes) +
+        return bad(which + " of size " + util::ShapeString(shard.tensor.sizes) +
                    " lies outside the global size " +
-                   ShapeString(st.global_size));
+                   util::ShapeString(st.global_size));
       }
     }
     for (size_t j = 0; j < i; ++j) {
       if (st.local_shards[j].offsets == shard.offsets) {
-        return bad("two local shards are at " + ShapeString(shard.offsets));
+        return bad("two local shards are at " + util::ShapeString(shard.offsets));
       }
     }
   }
@@ -147,19 +131,19 @@ bool ChunksOverlap(const ChunkStorageMetadata& a,
 // cost O(n log n) instead of DCP's O(n^2).
 Status ValidateChunks(const std::string& fqn, const TensorStorageMetadata& md) {
   auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("item " + Quoted(fqn) + ": " + why);
+    return Status::InvalidArgument("item " + util::Quote(fqn) + ": " + why);
   };
   const std::optional<int64_t> volume = CheckedVolume(md.size);
   if (!volume) {
-    return bad("size " + ShapeString(md.size) +
+    return bad("size " + util::ShapeString(md.size) +
                " is negative or has more than 2^63 elements");
   }
   std::vector<const ChunkStorageMetadata*> nonempty;
   for (const ChunkStorageMetadata& chunk : md.chunks) {
     if (!ChunkWithin(chunk, md.size)) {
-      return bad("chunk at " + ShapeString(chunk.offsets) + " of size " +
-                 ShapeString(chunk.sizes) + " lies outside the size " +
-                 ShapeString(md.size));
+      return bad("chunk at " + util::ShapeString(chunk.offsets) + " of size " +
+                 util::ShapeString(chunk.sizes) + " lies outside the size " +
+                 util::ShapeString(md.size));
     }
     if (Volume(chunk.sizes) > 0) nonempty.push_back(&chunk);
   }
@@ -179,8 +163,8 @@ Status ValidateChunks(const std::string& fqn, const TensorStorageMetadata& md) {
         const ChunkStorageMetadata& b = *nonempty[j];
         if (b.offsets[0] >= a.offsets[0] + a.sizes[0]) break;
         if (ChunksOverlap(a, b)) {
-          return bad("chunks at " + ShapeString(a.offsets) + " and " +
-                     ShapeString(b.offsets) + " overlap");
+          return bad("chunks at " + util::ShapeString(a.offsets) + " and " +
+                     util::ShapeString(b.offsets) + " overlap");
         }
       }
     }
@@ -221,7 +205,7 @@ Status CheckPlansAgree(const std::vector<SavePlan>& plans) {
       const std::string& fqn = item.index.fqn;
       const bool is_bytes = item.type == WriteItemType::kByteIO;
       if (!is_bytes && !item.tensor_data) {
-        return Status::InvalidArgument("item " + Quoted(item.index.ToString()) +
+        return Status::InvalidArgument("item " + util::Quote(item.index.ToString()) +
                                        " on rank " + std::to_string(rank) +
                                        " is a tensor without tensor_data");
       }
@@ -239,29 +223,29 @@ Status CheckPlansAgree(const std::vector<SavePlan>& plans) {
       if (!inserted) {
         if (first.is_bytes != shape.is_bytes) {
           return Status::InvalidArgument(
-              "item " + Quoted(fqn) + " is " +
+              "item " + util::Quote(fqn) + " is " +
               ranks(KindName(first), KindName(shape)));
         }
         if (!is_bytes && first.dtype != shape.dtype) {
           return Status::InvalidArgument(
-              "item " + Quoted(fqn) + " has dtype " +
+              "item " + util::Quote(fqn) + " has dtype " +
               ranks(std::string(DTypeName(first.dtype)),
                     std::string(DTypeName(shape.dtype))));
         }
         if (!is_bytes && first.size != shape.size) {
           return Status::InvalidArgument(
-              "item " + Quoted(fqn) + " has global size " +
-              ranks(ShapeString(first.size), ShapeString(shape.size)));
+              "item " + util::Quote(fqn) + " has global size " +
+              ranks(util::ShapeString(first.size), util::ShapeString(shape.size)));
         }
       }
       auto [dup, fresh] = seen.try_emplace(item.index, &item);
       if (!fresh && !is_bytes &&
           !(dup->second->tensor_data->chunk == item.tensor_data->chunk)) {
         return Status::InvalidArgument(
-            "item " + Quoted(item.index.ToString()) +
+            "item " + util::Quote(item.index.ToString()) +
             " is planned with different chunk sizes " +
-            ShapeString(dup->second->tensor_data->chunk.sizes) + " and " +
-            ShapeString(item.tensor_data->chunk.sizes));
+            util::ShapeString(dup->second->tensor_data->chunk.sizes) + " and " +
+            util::ShapeString(item.tensor_data->chunk.sizes));
       }
     }
   }
@@ -285,14 +269,14 @@ Result<std::vector<SavePlan>> DedupPlans(std::vector<SavePlan> plans,
       if (inserted) order.push_back(&item);
       std::vector<int>& ranks = it->second;
       if (!ranks.empty() && ranks.back() == static_cast<int>(rank)) {
-        return Status::InvalidArgument("item " + Quoted(item.index.ToString()) +
+        return Status::InvalidArgument("item " + util::Quote(item.index.ToString()) +
                                        " appears twice in the plan of rank " +
                                        std::to_string(rank));
       }
       ranks.push_back(static_cast<int>(rank));
       if (!dedup && ranks.size() > 1) {
         return Status::InvalidArgument(
-            "item " + Quoted(item.index.ToString()) + " is planned by ranks " +
+            "item " + util::Quote(item.index.ToString()) + " is planned by ranks " +
             std::to_string(ranks[0]) + " and " + std::to_string(rank) +
             "; enable dedup_replicated to write it once");
       }
@@ -432,7 +416,7 @@ Result<ResolvedData> DefaultSavePlanner::ResolveData(const WriteItem& item) {
   const std::string& fqn = item.index.fqn;
   auto it = rep_->state_dict->find(fqn);
   if (it == rep_->state_dict->end()) {
-    return Status::NotFound("state dict has no item " + Quoted(fqn));
+    return Status::NotFound("state dict has no item " + util::Quote(fqn));
   }
   const StateValue& value = it->second;
   switch (item.type) {
@@ -444,7 +428,7 @@ Result<ResolvedData> DefaultSavePlanner::ResolveData(const WriteItem& item) {
     case WriteItemType::kShard:
       if (const auto* st = std::get_if<ShardedTensor>(&value)) {
         if (!item.index.offset) {
-          return Status::InvalidArgument("shard item " + Quoted(fqn) +
+          return Status::InvalidArgument("shard item " + util::Quote(fqn) +
                                          " has no offset");
         }
         for (const Shard& shard : st->local_shards) {
@@ -453,7 +437,7 @@ Result<ResolvedData> DefaultSavePlanner::ResolveData(const WriteItem& item) {
           }
         }
         return Status::NotFound("state dict has no shard " +
-                                Quoted(item.index.ToString()));
+                                util::Quote(item.index.ToString()));
       }
       break;
     case WriteItemType::kByteIO:
@@ -462,7 +446,7 @@ Result<ResolvedData> DefaultSavePlanner::ResolveData(const WriteItem& item) {
       }
       break;
   }
-  return Status::InvalidArgument("item " + Quoted(fqn) +
+  return Status::InvalidArgument("item " + util::Quote(fqn) +
                                  " is planned as a different kind of value "
                                  "than the state dict holds");
 }

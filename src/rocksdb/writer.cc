@@ -52,15 +52,6 @@ constexpr uint64_t kPieceCost = 4 << 10;
 constexpr uint64_t kMinWriteBuffer = 4 << 10;
 constexpr uint64_t kMaxWriteBuffer = 1 << 30;
 
-std::string ShapeString(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  return s + "]";
-}
-
 // Cuts data blocks as the checkpoint column family's table options say
 // (block_size), whatever the SstFileWriter's own block_size is. That one
 // then only sizes the buffer that RocksDB 7.8 reserves afresh for every
@@ -553,8 +544,8 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
         return fail(Status::InvalidArgument(
             what() + ": planned " +
             std::string(DTypeName(td.properties.dtype)) +
-            ShapeString(td.chunk.sizes) + " but the state dict holds " +
-            std::string(DTypeName(view->dtype)) + ShapeString(view->sizes)));
+            util::ShapeString(td.chunk.sizes) + " but the state dict holds " +
+            std::string(DTypeName(view->dtype)) + util::ShapeString(view->sizes)));
       }
       const uint64_t elem = DTypeSize(view->dtype);
       total = view->nbytes();

@@ -5,6 +5,16 @@
 
 namespace rocksdcp::util {
 
+std::string ShapeString(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  s += "]";
+  return s;
+}
+
 std::string RandomHex(int bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::random_device rd;
