@@ -37,6 +37,7 @@
 #include <future>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "rocksdcp/metadata.h"
@@ -121,6 +122,79 @@ class StorageReader {
   // REQUIRES: `plan` and `planner` outlive the returned future.
   virtual std::future<Status> ReadData(const LoadPlan& plan,
                                        LoadPlanner& planner) = 0;
+};
+
+// Forward every call to a target storage. Derive from them and override
+// only what changes (staging, fault injection, logging), as RocksDB's
+// FileSystemWrapper does for file systems.
+// REQUIRES: the target outlives the wrapper.
+class StorageWriterWrapper : public StorageWriter {
+ public:
+  explicit StorageWriterWrapper(StorageWriter* target) : target_(target) {}
+
+  Status Reset(std::string_view checkpoint_id) override {
+    return target_->Reset(checkpoint_id);
+  }
+  Status SetUpStorageWriter(bool is_coordinator, int rank,
+                            int world_size) override {
+    return target_->SetUpStorageWriter(is_coordinator, rank, world_size);
+  }
+  Result<SavePlan> PrepareLocalPlan(SavePlan plan) override {
+    return target_->PrepareLocalPlan(std::move(plan));
+  }
+  Result<std::vector<SavePlan>> PrepareGlobalPlan(
+      std::vector<SavePlan> plans) override {
+    return target_->PrepareGlobalPlan(std::move(plans));
+  }
+  std::future<Result<std::vector<WriteResult>>> WriteData(
+      const SavePlan& plan, SavePlanner& planner) override {
+    return target_->WriteData(plan, planner);
+  }
+  Status Finish(Metadata* metadata,
+                const std::vector<std::vector<WriteResult>>& results) override {
+    return target_->Finish(metadata, results);
+  }
+  std::optional<StorageMeta> GetStorageMeta() override {
+    return target_->GetStorageMeta();
+  }
+
+ protected:
+  StorageWriter* target() const { return target_; }
+
+ private:
+  StorageWriter* const target_;
+};
+
+class StorageReaderWrapper : public StorageReader {
+ public:
+  explicit StorageReaderWrapper(StorageReader* target) : target_(target) {}
+
+  Status Reset(std::string_view checkpoint_id) override {
+    return target_->Reset(checkpoint_id);
+  }
+  Result<Metadata> ReadMetadata() override { return target_->ReadMetadata(); }
+  Status SetUpStorageReader(const Metadata& metadata, bool is_coordinator,
+                            int rank, int world_size) override {
+    return target_->SetUpStorageReader(metadata, is_coordinator, rank,
+                                       world_size);
+  }
+  Result<LoadPlan> PrepareLocalPlan(LoadPlan plan) override {
+    return target_->PrepareLocalPlan(std::move(plan));
+  }
+  Result<std::vector<LoadPlan>> PrepareGlobalPlan(
+      std::vector<LoadPlan> plans) override {
+    return target_->PrepareGlobalPlan(std::move(plans));
+  }
+  std::future<Status> ReadData(const LoadPlan& plan,
+                               LoadPlanner& planner) override {
+    return target_->ReadData(plan, planner);
+  }
+
+ protected:
+  StorageReader* target() const { return target_; }
+
+ private:
+  StorageReader* const target_;
 };
 
 }  // namespace rocksdcp

@@ -431,45 +431,23 @@ class StagingPlanner final : public SavePlanner {
 };
 
 // The caller's writer, telling the session when WriteData is over.
-class StagingWriter final : public StorageWriter {
+class StagingWriter final : public StorageWriterWrapper {
  public:
   StagingWriter(Session* session, StorageWriter* inner)
-      : session_(session), inner_(inner) {}
+      : StorageWriterWrapper(inner), session_(session) {}
 
-  Status Reset(std::string_view checkpoint_id) override {
-    return inner_->Reset(checkpoint_id);
-  }
-  Status SetUpStorageWriter(bool is_coordinator, int rank,
-                            int world_size) override {
-    return inner_->SetUpStorageWriter(is_coordinator, rank, world_size);
-  }
-  Result<SavePlan> PrepareLocalPlan(SavePlan plan) override {
-    return inner_->PrepareLocalPlan(std::move(plan));
-  }
-  Result<std::vector<SavePlan>> PrepareGlobalPlan(
-      std::vector<SavePlan> plans) override {
-    return inner_->PrepareGlobalPlan(std::move(plans));
-  }
   std::future<Result<std::vector<WriteResult>>> WriteData(
       const SavePlan& plan, SavePlanner& planner) override {
     // Save() waits for the future at once anyway; waiting here tells the
     // session the moment the storage is done reading.
     Result<std::vector<WriteResult>> results =
-        inner_->WriteData(plan, planner).get();
+        target()->WriteData(plan, planner).get();
     session_->ReleaseAll();
     return util::ReadyFuture(std::move(results));
-  }
-  Status Finish(Metadata* metadata,
-                const std::vector<std::vector<WriteResult>>& results) override {
-    return inner_->Finish(metadata, results);
-  }
-  std::optional<StorageMeta> GetStorageMeta() override {
-    return inner_->GetStorageMeta();
   }
 
  private:
   Session* const session_;
-  StorageWriter* const inner_;
 };
 
 }  // namespace

@@ -173,7 +173,7 @@ class NoReleasePlanner : public SavePlanner {
 
 // Wraps a writer to fail a call, hold WriteData or Finish until a gate
 // opens, or hide the planner's ReleaseData from the storage.
-class TestWriter : public StorageWriter {
+class TestWriter : public StorageWriterWrapper {
  public:
   struct Options {
     std::string fail_at;  // "Reset", "WriteData" or "Finish".
@@ -182,22 +182,11 @@ class TestWriter : public StorageWriter {
     const Gate* finish_gate = nullptr;
   };
   TestWriter(StorageWriter* inner, Options options)
-      : inner_(inner), options_(options) {}
+      : StorageWriterWrapper(inner), options_(options) {}
 
   Status Reset(std::string_view id) override {
     if (options_.fail_at == "Reset") return Status::IOError("disk full");
-    return inner_->Reset(id);
-  }
-  Status SetUpStorageWriter(bool is_coordinator, int rank,
-                            int world_size) override {
-    return inner_->SetUpStorageWriter(is_coordinator, rank, world_size);
-  }
-  Result<SavePlan> PrepareLocalPlan(SavePlan plan) override {
-    return inner_->PrepareLocalPlan(std::move(plan));
-  }
-  Result<std::vector<SavePlan>> PrepareGlobalPlan(
-      std::vector<SavePlan> plans) override {
-    return inner_->PrepareGlobalPlan(std::move(plans));
+    return target()->Reset(id);
   }
   std::future<Result<std::vector<WriteResult>>> WriteData(
       const SavePlan& plan, SavePlanner& planner) override {
@@ -206,22 +195,18 @@ class TestWriter : public StorageWriter {
       return util::ReadyFuture(
           Result<std::vector<WriteResult>>(Status::IOError("disk full")));
     }
-    if (options_.release) return inner_->WriteData(plan, planner);
+    if (options_.release) return target()->WriteData(plan, planner);
     no_release_ = std::make_unique<NoReleasePlanner>(&planner);
-    return inner_->WriteData(plan, *no_release_);
+    return target()->WriteData(plan, *no_release_);
   }
   Status Finish(Metadata* metadata,
                 const std::vector<std::vector<WriteResult>>& results) override {
     if (options_.finish_gate) options_.finish_gate->Wait();
     if (options_.fail_at == "Finish") return Status::IOError("disk full");
-    return inner_->Finish(metadata, results);
-  }
-  std::optional<StorageMeta> GetStorageMeta() override {
-    return inner_->GetStorageMeta();
+    return target()->Finish(metadata, results);
   }
 
  private:
-  StorageWriter* inner_;
   Options options_;
   std::unique_ptr<NoReleasePlanner> no_release_;
 };

@@ -190,37 +190,22 @@ TEST_F(MpiCollectiveTest, BadScatterFailsOnEveryRankAndLeavesTheGroupUsable) {
 // ---- DCP's protocol with ranks as processes. ----
 
 // Forwards to a real writer; write_data fails on rank `fail_rank`.
-class FaultyWriter final : public StorageWriter {
+class FaultyWriter final : public StorageWriterWrapper {
  public:
-  FaultyWriter(StorageWriter* w, int fail_rank) : w_(w), fail_(fail_rank) {}
-  Status Reset(std::string_view id) override { return w_->Reset(id); }
+  FaultyWriter(StorageWriter* w, int fail_rank)
+      : StorageWriterWrapper(w), fail_(fail_rank) {}
   Status SetUpStorageWriter(bool c, int r, int ws) override {
     rank_ = r;
-    return w_->SetUpStorageWriter(c, r, ws);
-  }
-  Result<SavePlan> PrepareLocalPlan(SavePlan p) override {
-    return w_->PrepareLocalPlan(std::move(p));
-  }
-  Result<std::vector<SavePlan>> PrepareGlobalPlan(
-      std::vector<SavePlan> p) override {
-    return w_->PrepareGlobalPlan(std::move(p));
+    return StorageWriterWrapper::SetUpStorageWriter(c, r, ws);
   }
   std::future<Result<std::vector<WriteResult>>> WriteData(
       const SavePlan& plan, SavePlanner& planner) override {
-    if (rank_ != fail_) return w_->WriteData(plan, planner);
+    if (rank_ != fail_) return target()->WriteData(plan, planner);
     return ReadyFuture(Result<std::vector<WriteResult>>(
         Status::IOError("injected fault at write_data")));
   }
-  Status Finish(Metadata* m,
-                const std::vector<std::vector<WriteResult>>& r) override {
-    return w_->Finish(m, r);
-  }
-  std::optional<StorageMeta> GetStorageMeta() override {
-    return w_->GetStorageMeta();
-  }
 
  private:
-  StorageWriter* w_;
   const int fail_;
   int rank_ = -1;
 };

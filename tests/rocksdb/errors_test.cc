@@ -11,20 +11,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-class ErrorsTest : public StoreTest {
- protected:
-  // Flips one byte at `offset` of file `path`.
-  static void FlipByte(const std::string& path, std::streamoff offset) {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good()) << path;
-    f.seekg(offset);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x5a);
-    f.seekp(offset);
-    f.write(&c, 1);
-  }
-};
+using ErrorsTest = StoreTest;
 
 TEST_F(ErrorsTest, UnknownIdIsNotFound) {
   ExampleState into = EmptyExampleStateDict();

@@ -27,33 +27,33 @@ struct Fault {
 };
 
 // Forwards to a real RocksDB writer, failing where the Fault says.
-class FaultyWriter final : public StorageWriter {
+class FaultyWriter final : public StorageWriterWrapper {
  public:
-  FaultyWriter(StorageWriter* w, Fault f) : w_(w), f_(std::move(f)) {}
-  Status Reset(std::string_view id) override { return w_->Reset(id); }
+  FaultyWriter(StorageWriter* w, Fault f)
+      : StorageWriterWrapper(w), f_(std::move(f)) {}
   Status SetUpStorageWriter(bool c, int r, int ws) override {
     rank_ = r;
     if (f_.Hits("set_up_storage_writer", r)) return f_.Injected();
-    return w_->SetUpStorageWriter(c, r, ws);
+    return target()->SetUpStorageWriter(c, r, ws);
   }
   Result<SavePlan> PrepareLocalPlan(SavePlan p) override {
     if (f_.Hits("prepare_local_plan", rank_)) return f_.Injected();
-    return w_->PrepareLocalPlan(std::move(p));
+    return target()->PrepareLocalPlan(std::move(p));
   }
   Result<std::vector<SavePlan>> PrepareGlobalPlan(
       std::vector<SavePlan> p) override {
     if (f_.Hits("prepare_global_plan", rank_)) return f_.Injected();
-    return w_->PrepareGlobalPlan(std::move(p));
+    return target()->PrepareGlobalPlan(std::move(p));
   }
   std::future<Result<std::vector<WriteResult>>> WriteData(
       const SavePlan& plan, SavePlanner& planner) override {
-    if (!f_.Hits("write_data", rank_)) return w_->WriteData(plan, planner);
+    if (!f_.Hits("write_data", rank_)) return target()->WriteData(plan, planner);
     if (!f_.async) {
       return ReadyFuture(Result<std::vector<WriteResult>>(f_.Injected()));
     }
     // Writes for real on another thread, then fails.
     return std::async(std::launch::async, [this, &plan, &planner] {
-      auto written = w_->WriteData(plan, planner).get();
+      auto written = target()->WriteData(plan, planner).get();
       return written.ok() ? Result<std::vector<WriteResult>>(f_.Injected())
                           : written;
     });
@@ -61,51 +61,45 @@ class FaultyWriter final : public StorageWriter {
   Status Finish(Metadata* m,
                 const std::vector<std::vector<WriteResult>>& r) override {
     if (f_.Hits("finish", rank_)) return f_.Injected();
-    return w_->Finish(m, r);
-  }
-  std::optional<StorageMeta> GetStorageMeta() override {
-    return w_->GetStorageMeta();
+    return target()->Finish(m, r);
   }
 
  private:
-  StorageWriter* w_;
   Fault f_;
   int rank_ = -1;
 };
 
 // Forwards to a real RocksDB reader, failing where the Fault says. Its rank
 // is known from construction: read_metadata comes before set-up.
-class FaultyReader final : public StorageReader {
+class FaultyReader final : public StorageReaderWrapper {
  public:
   FaultyReader(StorageReader* r, Fault f, int rank)
-      : r_(r), f_(std::move(f)), rank_(rank) {}
-  Status Reset(std::string_view id) override { return r_->Reset(id); }
+      : StorageReaderWrapper(r), f_(std::move(f)), rank_(rank) {}
   Result<Metadata> ReadMetadata() override {
     if (f_.Hits("read_metadata", rank_)) return f_.Injected();
-    return r_->ReadMetadata();
+    return target()->ReadMetadata();
   }
   Status SetUpStorageReader(const Metadata& m, bool c, int r,
                             int ws) override {
     if (f_.Hits("set_up_storage_reader", rank_)) return f_.Injected();
-    return r_->SetUpStorageReader(m, c, r, ws);
+    return target()->SetUpStorageReader(m, c, r, ws);
   }
   Result<LoadPlan> PrepareLocalPlan(LoadPlan p) override {
     if (f_.Hits("prepare_local_plan", rank_)) return f_.Injected();
-    return r_->PrepareLocalPlan(std::move(p));
+    return target()->PrepareLocalPlan(std::move(p));
   }
   Result<std::vector<LoadPlan>> PrepareGlobalPlan(
       std::vector<LoadPlan> p) override {
     if (f_.Hits("prepare_global_plan", rank_)) return f_.Injected();
-    return r_->PrepareGlobalPlan(std::move(p));
+    return target()->PrepareGlobalPlan(std::move(p));
   }
   std::future<Status> ReadData(const LoadPlan& plan,
                                LoadPlanner& planner) override {
     if (f_.Hits("read_data", rank_)) return ReadyFuture(f_.Injected());
-    return r_->ReadData(plan, planner);
+    return target()->ReadData(plan, planner);
   }
 
  private:
-  StorageReader* r_;
   Fault f_;
   int rank_;
 };

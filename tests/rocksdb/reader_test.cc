@@ -40,18 +40,6 @@ class ReaderTest : public StoreTest {
   BlockBufferPool& pool() {
     return *dynamic_cast<StoreImpl&>(*store_).block_buffer_pool();
   }
-
-  // Flips one byte at `offset` of file `path`.
-  static void FlipByte(const std::string& path, std::streamoff offset) {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good()) << path;
-    f.seekg(offset);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x5a);
-    f.seekp(offset);
-    f.write(&c, 1);
-  }
 };
 
 // A state dict with something of every shape the read path treats apart:

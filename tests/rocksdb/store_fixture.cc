@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace rocksdcp::testing {
 
@@ -43,6 +44,18 @@ OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes) {
   t.bytes.assign(std::max<size_t>(1, n * DTypeSize(dtype)), 0);
   t.view = TensorView::Contiguous(dtype, std::move(sizes), t.bytes.data());
   return t;
+}
+
+void FlipByte(const std::string& path, int64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  f.seekg(offset);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(offset);
+  f.write(&c, 1);
+  ASSERT_TRUE(f.good()) << "flipping byte " << offset << " of " << path;
 }
 
 ::testing::AssertionResult SameTensor(const TensorView& a,

@@ -26,6 +26,10 @@ OwnedTensor RandomTensor(DType dtype, std::vector<int64_t> sizes,
 OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes);
 std::string RandomBytes(size_t n, uint64_t seed);
 
+// Flips one byte (xor 0x5a) at `offset` of the file at `path`, as a disk
+// corrupting it would.
+void FlipByte(const std::string& path, int64_t offset);
+
 // Equal dtype, sizes and elements (through both views' strides).
 ::testing::AssertionResult SameTensor(const TensorView& a, const TensorView& b);
 

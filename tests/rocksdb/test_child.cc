@@ -21,34 +21,13 @@ namespace rocksdcp::testing {
 namespace {
 
 // Forwards to a real writer, but dies instead of finishing.
-class DieBeforeFinish final : public StorageWriter {
+class DieBeforeFinish final : public StorageWriterWrapper {
  public:
-  explicit DieBeforeFinish(StorageWriter* w) : w_(w) {}
-  Status Reset(std::string_view id) override { return w_->Reset(id); }
-  Status SetUpStorageWriter(bool c, int r, int ws) override {
-    return w_->SetUpStorageWriter(c, r, ws);
-  }
-  Result<SavePlan> PrepareLocalPlan(SavePlan p) override {
-    return w_->PrepareLocalPlan(std::move(p));
-  }
-  Result<std::vector<SavePlan>> PrepareGlobalPlan(
-      std::vector<SavePlan> p) override {
-    return w_->PrepareGlobalPlan(std::move(p));
-  }
-  std::future<Result<std::vector<WriteResult>>> WriteData(
-      const SavePlan& plan, SavePlanner& planner) override {
-    return w_->WriteData(plan, planner);
-  }
+  using StorageWriterWrapper::StorageWriterWrapper;
   Status Finish(Metadata*,
                 const std::vector<std::vector<WriteResult>>&) override {
     _exit(0);
   }
-  std::optional<StorageMeta> GetStorageMeta() override {
-    return w_->GetStorageMeta();
-  }
-
- private:
-  StorageWriter* w_;
 };
 
 int Hold(const std::string& path) {
