@@ -33,9 +33,10 @@ std::string EncodeCatalogEntry(const CheckpointInfo& info) {
 
 Result<CheckpointInfo> DecodeCatalogEntry(std::string_view value) {
   const std::string what = "catalog entry";
+  const AlignedBytes aligned(value);
   ROCKSDCP_ASSIGN_OR_RETURN(
       const fb::CatalogEntry* e,
-      VerifiedRoot<fb::CatalogEntry>(value, kCatalogIdentifier, what));
+      VerifiedRoot<fb::CatalogEntry>(aligned, kCatalogIdentifier, what));
   if (e->format_version() != kCatalogFormatVersion) {
     return Status::Corruption(what + ": unsupported format_version " +
                               std::to_string(e->format_version()));
@@ -81,9 +82,10 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
 
 Result<StorageInfo> DecodeStorageInfo(std::string_view value) {
   const std::string what = "storage info";
+  const AlignedBytes aligned(value);
   ROCKSDCP_ASSIGN_OR_RETURN(
       const fb::StorageInfo* s,
-      VerifiedRoot<fb::StorageInfo>(value, kStorageInfoIdentifier, what));
+      VerifiedRoot<fb::StorageInfo>(aligned, kStorageInfoIdentifier, what));
   if (s->format_version() != kStorageInfoFormatVersion) {
     return Status::Corruption(what + ": unsupported format_version " +
                               std::to_string(s->format_version()));

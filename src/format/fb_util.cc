@@ -22,19 +22,33 @@ Status Corrupt(std::string_view what, std::string_view subject,
   return Status::Corruption(std::move(message));
 }
 
+AlignedBytes::AlignedBytes(std::string_view value) : view_(value) {
+  if (reinterpret_cast<uintptr_t>(value.data()) % kBufferAlignment == 0) {
+    return;
+  }
+  // operator new[] aligns for every fundamental type, uint64_t included.
+  const size_t words = (value.size() + kBufferAlignment - 1) / kBufferAlignment;
+  copy_ = std::make_unique_for_overwrite<uint64_t[]>(words);
+  std::memcpy(copy_.get(), value.data(), value.size());
+  view_ = std::string_view(reinterpret_cast<const char*>(copy_.get()),
+                           value.size());
+}
+
 // ---- Vectors ----
 
 std::vector<int64_t> ReadLongs(const LongVector* v) {
-  if (v == nullptr || v->size() == 0) return {};
-  std::vector<int64_t> out(v->size());
-  std::memcpy(out.data(), v->Data(), out.size() * sizeof(int64_t));
+  if (v == nullptr) return {};
+  std::vector<int64_t> out(ReadVectorLength(v));
+  if (out.empty()) return out;
+  std::memcpy(out.data(), VectorElements(v), out.size() * sizeof(int64_t));
   for (int64_t& x : out) x = flatbuffers::EndianScalar(x);
   return out;
 }
 
 std::string ReadBytes(const ByteVector* v) {
   if (v == nullptr) return {};
-  return std::string(reinterpret_cast<const char*>(v->data()), v->size());
+  return std::string(reinterpret_cast<const char*>(VectorElements(v)),
+                     ReadVectorLength(v));
 }
 
 flatbuffers::Offset<ByteVector> CreateBytes(flatbuffers::FlatBufferBuilder& fbb,

@@ -15,7 +15,10 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,15 +44,45 @@ std::string Finished(const flatbuffers::FlatBufferBuilder& fbb);
 Status Corrupt(std::string_view what, std::string_view subject,
                const Status& fragment);
 
+// The alignment every FlatBuffer of schema/ is built to: its widest scalar.
+inline constexpr size_t kBufferAlignment = sizeof(int64_t);
+
+// A value's bytes at an address aligned to kBufferAlignment: the value
+// itself when it is, else a copy. FlatBuffers reads a value in place, as
+// vectors and strings whose members need 4-byte and scalars that need up to
+// 8-byte alignment. A builder's buffer is aligned, but RocksDB returns a
+// value wherever it sits in its block, and a Collective's message wherever
+// it lands, so reading one in place would be undefined behaviour (UBSan:
+// "member call on misaligned address"). Values other than chunk pieces are
+// small and decoded once per save or load, so copying them is cheap;
+// piece_codec.cc reads pieces in place instead.
+class AlignedBytes {
+ public:
+  explicit AlignedBytes(std::string_view value);
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+
+  std::string_view view() const { return view_; }
+
+ private:
+  std::unique_ptr<uint64_t[]> copy_;  // Empty unless `value` was misaligned.
+  std::string_view view_;
+};
+
 // Runs the checks every root shares, in order: the size limit, the
 // identifier (first, so that a value of another kind says so rather than
 // failing verification), then the Verifier with at most `max_tables`
-// tables. `what` starts every error message ("metadata: ...").
+// tables. `what` starts every error message ("metadata: ..."). The root
+// points into `value`, which must outlive it.
 //
 // `max_tables` bounds the work a crafted buffer can cause by pointing many
 // offsets at one shared subtree, which the Verifier visits each time.
+//
+// `value` may lie at any address, so the caller must read the root's
+// fields only through scalar accessors, ReadVectorLength and VectorElements, as
+// piece_codec.cc does; every other root goes through AlignedBytes.
 template <typename T>
-Result<const T*> VerifiedRoot(
+Result<const T*> VerifiedRootInPlace(
     std::string_view value, const char* identifier, std::string_view what,
     flatbuffers::uoffset_t max_tables = kDefaultMaxTables) {
   // The Verifier asserts on larger buffers instead of failing.
@@ -72,14 +105,48 @@ Result<const T*> VerifiedRoot(
     return Status::Corruption(std::string(what) +
                               ": FlatBuffers verification failed");
   }
-  return flatbuffers::GetRoot<T>(buf);
+  // Not flatbuffers::GetRoot, which reads the root offset as a uoffset_t
+  // in place.
+  flatbuffers::uoffset_t root;
+  std::memcpy(&root, buf, sizeof(root));
+  return reinterpret_cast<const T*>(buf + flatbuffers::EndianScalar(root));
 }
 
-// ---- Vectors ----
+// VerifiedRootInPlace on an aligned value, whose fields may be read in
+// every way FlatBuffers offers.
+template <typename T>
+Result<const T*> VerifiedRoot(
+    const AlignedBytes& aligned, const char* identifier, std::string_view what,
+    flatbuffers::uoffset_t max_tables = kDefaultMaxTables) {
+  return VerifiedRootInPlace<T>(aligned.view(), identifier, what, max_tables);
+}
+// A root into a temporary copy would dangle.
+template <typename T>
+Result<const T*> VerifiedRoot(
+    const AlignedBytes&& aligned, const char* identifier, std::string_view what,
+    flatbuffers::uoffset_t max_tables = kDefaultMaxTables) = delete;
 
-// Copies a [long] out with memcpy: a value handed over by RocksDB or a
-// Collective need not be 8-byte aligned in memory, so the elements are
-// never read as int64_t in place. Absent reads as empty.
+// ---- Vectors ----
+//
+// These read a verified vector wherever it lies, aligned or not (a chunk
+// piece is decoded in place): its length and elements are copied out with
+// memcpy, never read through the Vector object or as int64_t in place.
+
+// The element count of a verified vector or string.
+template <typename T>
+flatbuffers::uoffset_t ReadVectorLength(const flatbuffers::Vector<T>* v) {
+  flatbuffers::uoffset_t n;
+  std::memcpy(&n, v, sizeof(n));
+  return flatbuffers::EndianScalar(n);
+}
+
+// The first element's byte of a verified vector.
+template <typename T>
+const uint8_t* VectorElements(const flatbuffers::Vector<T>* v) {
+  return reinterpret_cast<const uint8_t*>(v) + sizeof(flatbuffers::uoffset_t);
+}
+
+// Absent reads as empty.
 std::vector<int64_t> ReadLongs(const LongVector* v);
 
 // Absent reads as empty.

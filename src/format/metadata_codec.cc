@@ -187,9 +187,11 @@ std::string EncodeMetadata(const Metadata& metadata) {
 }
 
 Result<Metadata> DecodeMetadata(std::string_view value) {
-  ROCKSDCP_ASSIGN_OR_RETURN(const fb::Metadata* root,
-                            VerifiedRoot<fb::Metadata>(
-                                value, kMetadataIdentifier, kWhat, kMaxTables));
+  const AlignedBytes aligned(value);
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      const fb::Metadata* root,
+      VerifiedRoot<fb::Metadata>(aligned, kMetadataIdentifier, kWhat,
+                                 kMaxTables));
   const fb::Metadata& m = *root;
 
   Metadata out;

@@ -191,9 +191,10 @@ std::string EncodeSavePlan(const SavePlan& plan) {
 }
 
 Result<SavePlan> DecodeSavePlan(std::string_view value) {
+  const AlignedBytes aligned(value);
   ROCKSDCP_ASSIGN_OR_RETURN(
       const fb::SavePlan* p,
-      VerifiedRoot<fb::SavePlan>(value, kSavePlanIdentifier, kSavePlan,
+      VerifiedRoot<fb::SavePlan>(aligned, kSavePlanIdentifier, kSavePlan,
                                  kMaxTables));
   ROCKSDCP_RETURN_IF_ERROR(CheckFormatVersion(kSavePlan, p->format_version(),
                                               kSavePlanFormatVersion));
@@ -231,9 +232,10 @@ std::string EncodeLoadPlan(const LoadPlan& plan) {
 }
 
 Result<LoadPlan> DecodeLoadPlan(std::string_view value) {
+  const AlignedBytes aligned(value);
   ROCKSDCP_ASSIGN_OR_RETURN(
       const fb::LoadPlan* p,
-      VerifiedRoot<fb::LoadPlan>(value, kLoadPlanIdentifier, kLoadPlan,
+      VerifiedRoot<fb::LoadPlan>(aligned, kLoadPlanIdentifier, kLoadPlan,
                                  kMaxTables));
   ROCKSDCP_RETURN_IF_ERROR(CheckFormatVersion(kLoadPlan, p->format_version(),
                                               kLoadPlanFormatVersion));
@@ -271,9 +273,10 @@ std::string EncodeWriteResults(const std::vector<WriteResult>& results) {
 }
 
 Result<std::vector<WriteResult>> DecodeWriteResults(std::string_view value) {
+  const AlignedBytes aligned(value);
   ROCKSDCP_ASSIGN_OR_RETURN(
       const fb::WriteResultList* list,
-      VerifiedRoot<fb::WriteResultList>(value, kWriteResultsIdentifier,
+      VerifiedRoot<fb::WriteResultList>(aligned, kWriteResultsIdentifier,
                                         kWriteResults, kMaxTables));
   ROCKSDCP_RETURN_IF_ERROR(CheckFormatVersion(
       kWriteResults, list->format_version(), kWriteResultsFormatVersion));
@@ -319,9 +322,10 @@ std::string EncodeStepOutcome(const Status& status, std::string_view payload) {
 }
 
 Result<StepOutcome> DecodeStepOutcome(std::string_view value) {
+  const AlignedBytes aligned(value);
   ROCKSDCP_ASSIGN_OR_RETURN(const fb::StepOutcome* o,
                             VerifiedRoot<fb::StepOutcome>(
-                                value, kStepOutcomeIdentifier, kStepOutcome));
+                                aligned, kStepOutcomeIdentifier, kStepOutcome));
   ROCKSDCP_RETURN_IF_ERROR(CheckFormatVersion(kStepOutcome, o->format_version(),
                                               kStepOutcomeFormatVersion));
   const int32_t code = o->code();
