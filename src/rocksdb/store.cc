@@ -1,6 +1,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <system_error>
@@ -61,10 +62,13 @@ rocksdb::Options CheckpointColumnFamilyOptions(
   return options;
 }
 
-StoreImpl::StoreImpl(std::string path, StoreOptions options)
+StoreImpl::StoreImpl(std::string path, StoreOptions options,
+                     std::shared_ptr<rocksdb::FileSystem> fs)
     : path_(std::move(path)),
       options_(options),
-      staging_root_((fs::path(path_) / kStagingDirName).string()) {}
+      staging_root_((fs::path(path_) / kStagingDirName).string()),
+      fs_(std::move(fs)),
+      env_(rocksdb::NewCompositeEnv(fs_)) {}
 
 StoreImpl::~StoreImpl() {
   cfs_.clear();
@@ -81,6 +85,12 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
 
 Result<std::unique_ptr<Store>> StoreImpl::Open(const std::string& path,
                                                const StoreOptions& options) {
+  return Open(path, options, rocksdb::FileSystem::Default());
+}
+
+Result<std::unique_ptr<Store>> StoreImpl::Open(
+    const std::string& path, const StoreOptions& options,
+    std::shared_ptr<rocksdb::FileSystem> fs) {
   if (path.empty()) return Status::InvalidArgument("store path is empty");
   if (options.read_only && options.follower) {
     return Status::InvalidArgument(
@@ -92,31 +102,38 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(const std::string& path,
   std::string canonical =
       fs::weakly_canonical(fs::absolute(path), ec).string();
   if (ec) canonical = fs::absolute(path).lexically_normal().string();
-  std::unique_ptr<StoreImpl> store(new StoreImpl(canonical, options));
+  std::unique_ptr<StoreImpl> store(
+      new StoreImpl(canonical, options, std::move(fs)));
   ROCKSDCP_RETURN_IF_ERROR(store->OpenDB());
   return std::unique_ptr<Store>(std::move(store));
 }
 
 Status StoreImpl::OpenDB() {
   const std::string where = "store " + Quote(path_);
-  std::error_code ec;
-  const bool exists = fs::exists(fs::path(path_) / "CURRENT", ec);
+  const rocksdb::IOStatus current = fs_->FileExists(
+      (fs::path(path_) / "CURRENT").string(), rocksdb::IOOptions(), nullptr);
+  if (!current.ok() && !current.IsNotFound()) {
+    return FromRocksDB(current, "cannot open " + where);
+  }
+  const bool exists = current.ok();
   if (!exists) {
     if (!options_.create_if_missing || options_.read_only ||
         options_.follower) {
       return Status::NotFound(where + " does not exist (no RocksDB there)");
     }
-    fs::create_directories(path_, ec);
-    if (ec) {
-      return Status::IOError("cannot create " + where + ": " + ec.message());
-    }
+    // RocksDB fsyncs the files it creates in the store directory, and the
+    // directory itself, but not the directory's own entry in its parent:
+    // without this, a power loss after the first commit could lose the
+    // whole store.
+    ROCKSDCP_RETURN_IF_ERROR(CreateDirs(path_, /*durable_entries=*/true)
+                                 .WithContext("cannot create " + where));
   }
   if (!options_.read_only) {
-    fs::create_directories(staging_root_, ec);
-    if (ec) {
-      return Status::IOError("cannot create staging directory of " + where +
-                             ": " + ec.message());
-    }
+    // Not durable: a staging directory lost to a power loss only held
+    // files that were never committed, and every open re-creates it.
+    ROCKSDCP_RETURN_IF_ERROR(
+        CreateDirs(staging_root_, /*durable_entries=*/false)
+            .WithContext("cannot create staging directory of " + where));
   }
   if (options_.follower) return Status::OK();  // No DB: see StoreOptions.
 
@@ -133,6 +150,7 @@ Status StoreImpl::OpenDB() {
   block_cache_ = rocksdb::NewLRUCache(cache_options);
 
   rocksdb::DBOptions db_options;
+  db_options.env = env_.get();
   db_options.create_if_missing = options_.create_if_missing;
   db_options.max_background_jobs = options_.max_background_jobs;
   // Checkpoint data arrives as ingested SST files; only the catalog and
@@ -143,6 +161,13 @@ Status StoreImpl::OpenDB() {
   // every SST file, so each small block was its own synchronous disk read).
   db_options.advise_random_on_open = false;
   db_options.use_direct_reads = options_.use_direct_reads;
+  // With paranoid_checks (RocksDB's default) Open opens every SST file and
+  // refuses the whole store if one is truncated, missing or has a damaged
+  // footer: one bad checkpoint would make every other one unreachable. A
+  // read-only open never writes, so it opens without: the damaged
+  // checkpoint's reads fail as Corruption, and the rest load. Read-write
+  // opens keep the checks, which also stop writes after a write error.
+  if (options_.read_only) db_options.paranoid_checks = false;
 
   std::vector<std::string> names;
   if (exists) {
@@ -182,7 +207,14 @@ Status StoreImpl::OpenDB() {
           " (RocksDB's LOCK file is held; only one process may open a store "
           "read-write; open it with read_only = true to load or inspect)");
     }
-    return FromRocksDB(s, "cannot open " + where);
+    Status failed = FromRocksDB(s, "cannot open " + where);
+    if (failed.IsCorruption() && !options_.read_only) {
+      return Status::Corruption(
+          failed.message() +
+          " (open it with read_only = true to load the other checkpoints, "
+          "and Verify to find the damaged one)");
+    }
+    return failed;
   }
   db_.reset(raw);
   rocksdb::DB* db = raw;
@@ -278,10 +310,11 @@ std::string StagingDirName(std::string_view id, std::string_view save_id) {
 
 bool StoreImpl::HasStagingDirFor(const std::string& id) const {
   const std::string prefix = FileSafeId(id) + ".";
-  std::error_code ec;
-  for (fs::directory_iterator it(staging_root_, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  std::vector<std::string> names;
+  // Unreadable counts as absent: this only picks a NotFound message.
+  fs_->GetChildren(staging_root_, rocksdb::IOOptions(), &names, nullptr)
+      .PermitUncheckedError();
+  for (const std::string& name : names) {
     if (name.size() > prefix.size() && name.rfind(prefix, 0) == 0 &&
         name.find('.', prefix.size()) == std::string::npos) {
       return true;
@@ -331,6 +364,106 @@ std::string StagingLockPath(const std::string& staging_dir) {
   return staging_dir + ".lock";
 }
 
+namespace {
+
+// Whether `path` is a directory; nullopt if it does not exist, which is no
+// error here (POSIX's IsDirectory reports it as an IOError, not NotFound).
+Result<std::optional<bool>> IsDirectory(rocksdb::FileSystem& fs,
+                                        const std::string& path) {
+  const rocksdb::IOOptions io;
+  rocksdb::IOStatus s = fs.FileExists(path, io, nullptr);
+  if (s.IsNotFound()) return std::optional<bool>();
+  bool is_dir = false;
+  if (s.ok()) s = fs.IsDirectory(path, io, &is_dir, nullptr);
+  if (!s.ok()) return FromRocksDB(s, "reading " + path);
+  return std::optional<bool>(is_dir);
+}
+
+// Appends the paths of the regular files under `path` (itself, if it is
+// one; nothing if it does not exist) to *files and their sizes to *bytes.
+Status ListFilesUnder(rocksdb::FileSystem& fs, const std::string& path,
+                      std::vector<std::string>* files, uint64_t* bytes) {
+  const rocksdb::IOOptions io;
+  ROCKSDCP_ASSIGN_OR_RETURN(std::optional<bool> is_dir, IsDirectory(fs, path));
+  if (!is_dir) return Status::OK();
+  rocksdb::IOStatus s;
+  if (!*is_dir) {
+    uint64_t size = 0;
+    s = fs.GetFileSize(path, io, &size, nullptr);
+    if (s.IsNotFound()) return Status::OK();
+    if (!s.ok()) return FromRocksDB(s, "reading the size of " + path);
+    files->push_back(path);
+    *bytes += size;
+    return Status::OK();
+  }
+  std::vector<std::string> children;
+  s = fs.GetChildren(path, io, &children, nullptr);
+  if (s.IsNotFound()) return Status::OK();
+  if (!s.ok()) return FromRocksDB(s, "listing " + path);
+  for (const std::string& child : children) {
+    ROCKSDCP_RETURN_IF_ERROR(ListFilesUnder(
+        fs, (fs::path(path) / child).string(), files, bytes));
+  }
+  return Status::OK();
+}
+
+// Removes `path`, a file or a directory with everything under it.
+Status RemoveTree(rocksdb::FileSystem& fs, const std::string& path) {
+  const rocksdb::IOOptions io;
+  ROCKSDCP_ASSIGN_OR_RETURN(std::optional<bool> is_dir, IsDirectory(fs, path));
+  if (!is_dir) return Status::OK();
+  rocksdb::IOStatus s;
+  if (*is_dir) {
+    std::vector<std::string> children;
+    s = fs.GetChildren(path, io, &children, nullptr);
+    if (!s.ok()) return FromRocksDB(s, "listing " + path);
+    for (const std::string& child : children) {
+      ROCKSDCP_RETURN_IF_ERROR(
+          RemoveTree(fs, (fs::path(path) / child).string()));
+    }
+    s = fs.DeleteDir(path, io, nullptr);
+  } else {
+    s = fs.DeleteFile(path, io, nullptr);
+  }
+  if (!s.ok() && !s.IsNotFound()) {
+    return FromRocksDB(s, "cannot remove " + path);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status StoreImpl::RemoveStagingDir(const std::string& dir) const {
+  return RemoveTree(*fs_, dir);
+}
+
+Status StoreImpl::CreateDirs(const std::string& dir,
+                             bool durable_entries) const {
+  const rocksdb::IOOptions io;
+  fs::path path = fs::path(dir).lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();  // "a/b/" -> "a/b"
+  const bool exists = fs_->FileExists(path.string(), io, nullptr).ok();
+  if (!exists) {
+    if (path.has_parent_path() && path.parent_path() != path) {
+      ROCKSDCP_RETURN_IF_ERROR(
+          CreateDirs(path.parent_path().string(), durable_entries));
+    }
+    rocksdb::IOStatus s = fs_->CreateDirIfMissing(path.string(), io, nullptr);
+    if (!s.ok()) return FromRocksDB(s, "creating directory " + path.string());
+  }
+  // Existing, it may still be a crashed process's new directory, whose
+  // entry never reached the disk: fsync its parent all the same.
+  if (!durable_entries || !path.has_parent_path()) return Status::OK();
+  rocksdb::IOStatus s;
+  std::unique_ptr<rocksdb::FSDirectory> parent;
+  const std::string parent_path = path.parent_path().string();
+  s = fs_->NewDirectory(parent_path, io, &parent, nullptr);
+  if (s.ok()) s = parent->Fsync(io, nullptr);
+  if (s.ok()) s = parent->Close(io, nullptr);
+  if (!s.ok()) return FromRocksDB(s, "syncing directory " + parent_path);
+  return Status::OK();
+}
+
 Status StoreImpl::BeginSave(const std::string& id, bool claim_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (claim_id && !saving_ids_.insert(id).second) {
@@ -347,20 +480,76 @@ void StoreImpl::EndSave(const std::string& id, bool claimed_id) {
 }
 
 std::string StoreImpl::FreshColumnFamilyName(const std::string& id) const {
-  if (cfs_.count(id) == 0) return id;
+  auto taken = [this](const std::string& name) {
+    return cfs_.count(name) > 0 || handleless_cfs_.count(name) > 0;
+  };
+  if (!taken(id)) return id;
   for (uint64_t gen = 1;; ++gen) {
     std::string name = id + "~" + std::to_string(gen);
-    if (cfs_.count(name) == 0) return name;
+    if (!taken(name)) return name;
   }
 }
 
-void StoreImpl::DropColumnFamilyLocked(const std::string& name) {
+Status StoreImpl::StopLocked(const rocksdb::Status& s,
+                             const std::string& context) {
+  Status error = FromRocksDB(s, context);
+  if (stopped_.ok()) stopped_ = error;
+  return error;
+}
+
+Status StoreImpl::FailedMetadataWriteLocked(const rocksdb::Status& s,
+                                            const std::string& context,
+                                            const std::string& cf_name) {
+  const Status error = FromRocksDB(s, context);
+  // Whether or not RocksDB wrote the MANIFEST record (and then deleted the
+  // files it named), dropping the column family writes a fresh MANIFEST
+  // from what RocksDB holds in memory, without that record. RocksDB keeps
+  // failing ingestions with the first error all the same, so the store
+  // stops, for that error.
+  DropColumnFamilyLocked(cf_name).IgnoreError();
+  stopped_ = error;
+  return error;
+}
+
+Status StoreImpl::CheckWritableLocked(std::string_view what) const {
+  if (stopped_.ok()) return Status::OK();
+  return Status::IOError(std::string(what) + ": store " + Quote(path_) +
+                         " stopped writing after an I/O error; reopen it to "
+                         "go on (the error: " + stopped_.message() + ")");
+}
+
+Status StoreImpl::DropColumnFamilyLocked(const std::string& name) {
   auto it = cfs_.find(name);
-  if (it == cfs_.end()) return;
+  if (it == cfs_.end()) return Status::OK();
+  // A column family that is not dropped stays known, so that no new one is
+  // given its name, and GC drops it later.
+  const std::string what = "dropping column family " + Quote(name);
+  ROCKSDCP_RETURN_IF_ERROR(CheckWritableLocked(what));
   // Readers holding the handle keep reading; RocksDB deletes the files once
   // the last handle goes.
-  db_->DropColumnFamily(it->second.get()).PermitUncheckedError();
+  rocksdb::Status s = db_->DropColumnFamily(it->second.get());
+  if (!s.ok()) return StopLocked(s, what);
   cfs_.erase(it);
+  return Status::OK();
+}
+
+Status StoreImpl::CheckIngestedKeyRanges(
+    rocksdb::ColumnFamilyHandle* cf,
+    std::vector<std::pair<std::string, std::string>> want) const {
+  rocksdb::ColumnFamilyMetaData meta;
+  db_->GetColumnFamilyMetaData(cf, &meta);
+  std::vector<std::pair<std::string, std::string>> got;
+  for (const rocksdb::LevelMetaData& level : meta.levels) {
+    for (const rocksdb::SstFileMetaData& file : level.files) {
+      got.emplace_back(file.smallestkey, file.largestkey);
+    }
+  }
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  if (got == want) return Status::OK();
+  return Status::IOError(
+      "RocksDB recorded key ranges for the ingested files that differ from "
+      "the keys written into them (a read error while it scanned them)");
 }
 
 Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
@@ -368,6 +557,7 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   const std::string ctx = "commit of checkpoint " + Quote(id);
   ROCKSDCP_RETURN_IF_ERROR(NeedDB(ctx));
   std::lock_guard<std::mutex> lock(mu_);
+  ROCKSDCP_RETURN_IF_ERROR(CheckWritableLocked(ctx));
 
   std::string old_value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
@@ -391,12 +581,24 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   s = db_->CreateColumnFamily(
       rocksdb::ColumnFamilyOptions(CheckpointColumnFamilyOptions(block_cache_)),
       cf_name, &raw);
-  if (!s.ok()) return FromRocksDB(s, ctx + ": creating column family");
   rocksdb::DB* db = db_.get();
-  cfs_[cf_name] = std::shared_ptr<rocksdb::ColumnFamilyHandle>(
-      raw, [db](rocksdb::ColumnFamilyHandle* p) {
-        db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
-      });
+  // RocksDB can fail after creating the column family (writing the OPTIONS
+  // file) and still hand out its handle: keep it, so that its name is not
+  // given out again and GC drops it.
+  if (raw != nullptr) {
+    cfs_[cf_name] = std::shared_ptr<rocksdb::ColumnFamilyHandle>(
+        raw, [db](rocksdb::ColumnFamilyHandle* p) {
+          db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
+        });
+  } else if (!s.ok()) {
+    // It can also fail after creating it without handing out the handle
+    // (creating its directory): the name stays taken.
+    handleless_cfs_.insert(cf_name);
+  }
+  if (!s.ok()) {
+    return FailedMetadataWriteLocked(s, ctx + ": creating column family",
+                                     cf_name);
+  }
   if (commit_hook_) commit_hook_("after_create_cf");
 
   if (!req.files.empty()) {
@@ -408,10 +610,16 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
     arg.options.verify_checksums_before_ingest = false;
     s = db_->IngestExternalFiles({arg});
     if (!s.ok()) {
-      DropColumnFamilyLocked(cf_name);
-      return FromRocksDB(s, ctx + ": ingesting " +
-                                std::to_string(req.files.size()) +
-                                " staging file(s)");
+      return FailedMetadataWriteLocked(
+          s, ctx + ": ingesting " + std::to_string(req.files.size()) +
+                 " staging file(s)",
+          cf_name);
+    }
+    if (Status st = CheckIngestedKeyRanges(raw, req.key_ranges); !st.ok()) {
+      DropColumnFamilyLocked(cf_name).IgnoreError();  // Else GC's.
+      return st.WithContext(ctx + ": ingesting " +
+                            std::to_string(req.files.size()) +
+                            " staging file(s)");
     }
   }
   if (commit_hook_) commit_hook_("after_ingest");
@@ -436,11 +644,16 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
     s = db_->Write(wo, &batch);
   }
   if (!s.ok()) {
-    DropColumnFamilyLocked(cf_name);
-    return FromRocksDB(s, ctx + ": writing metadata and catalog entry");
+    // The batch may be durable all the same (its WAL record written, the
+    // sync failed): then the next open commits it. So its column family
+    // stays, and with the store stopped, GC waits for that open to decide.
+    return StopLocked(s, ctx + ": writing metadata and catalog entry");
   }
   if (commit_hook_) commit_hook_("after_write");
-  if (!old_cf.empty() && old_cf != cf_name) DropColumnFamilyLocked(old_cf);
+  if (!old_cf.empty() && old_cf != cf_name) {
+    // Committed: an old column family that is not dropped is GC's.
+    DropColumnFamilyLocked(old_cf).IgnoreError();
+  }
   return info;
 }
 
@@ -454,6 +667,8 @@ Status StoreImpl::Delete(std::string_view id_view) {
   ROCKSDCP_RETURN_IF_ERROR(NeedDB("delete of checkpoint " + Quote(id)));
   ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
   std::lock_guard<std::mutex> lock(mu_);
+  ROCKSDCP_RETURN_IF_ERROR(
+      CheckWritableLocked("delete of checkpoint " + Quote(id)));
   std::string value;
   rocksdb::Status s =
       db_->Get(rocksdb::ReadOptions(), default_cf_, keys::CatalogKey(id), &value);
@@ -468,8 +683,14 @@ Status StoreImpl::Delete(std::string_view id_view) {
   // The catalog entry goes first: once it is gone the checkpoint does not
   // exist, whatever happens to the column family.
   s = db_->Delete(wo, default_cf_, keys::CatalogKey(id));
-  if (!s.ok()) return FromRocksDB(s, "delete of checkpoint " + Quote(id));
-  if (info.ok()) DropColumnFamilyLocked(info->column_family);
+  if (!s.ok()) {
+    // Maybe durable all the same, as a commit's batch (see Commit).
+    return StopLocked(s, "delete of checkpoint " + Quote(id) +
+                             ": removing its catalog entry");
+  }
+  if (commit_hook_) commit_hook_("delete_after_catalog");
+  // Deleted: a column family that is not dropped is GC's.
+  if (info.ok()) DropColumnFamilyLocked(info->column_family).IgnoreError();
   return Status::OK();
 }
 
@@ -482,6 +703,10 @@ Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
   // Under the lock, so that no commit lands between reading the catalog and
   // dropping what it does not name.
   std::lock_guard<std::mutex> lock(mu_);
+  if (!dry_run) {
+    ROCKSDCP_RETURN_IF_ERROR(
+        CheckWritableLocked("garbage collection of store " + Quote(path_)));
+  }
   ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
   GcReport report;
   std::set<std::string> live;
@@ -495,42 +720,41 @@ Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
     db_->GetColumnFamilyMetaData(cfs_[name].get(), &meta);
     report.freed_bytes += meta.size;
     report.dropped_column_families.push_back(name);
-    if (!dry_run) DropColumnFamilyLocked(name);
+    if (dry_run) continue;
+    ROCKSDCP_RETURN_IF_ERROR(DropColumnFamilyLocked(name).WithContext(
+        "GC of store " + Quote(path_)));
+    if (commit_hook_) commit_hook_("gc_after_drop_cf");
   }
 
   // Staging: each writer holds an flock on "<dir>.lock" beside its
   // directory for as long as it runs, in whatever process. A directory (or
   // lock file) whose lock we can take belongs to a writer that is gone.
-  std::error_code ec;
+  const std::string gc = "GC of store " + Quote(path_);
+  std::vector<std::string> children;
+  rocksdb::IOStatus io = fs_->GetChildren(staging_root_, rocksdb::IOOptions(),
+                                          &children, nullptr);
+  if (!io.ok() && !io.IsNotFound()) {
+    return FromRocksDB(io, gc + ": listing " + staging_root_);
+  }
   std::set<std::string> names;
-  for (fs::directory_iterator it(staging_root_, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (it->path().extension() == ".lock") name = it->path().stem().string();
-    names.insert(std::move(name));
+  for (const std::string& child : children) {
+    const fs::path p(child);
+    names.insert(p.extension() == ".lock" ? p.stem().string() : child);
   }
   for (const std::string& name : names) {
-    const fs::path dir = fs::path(staging_root_) / name;
-    ROCKSDCP_ASSIGN_OR_RETURN(
-        std::optional<util::FileLock> lock,
-        util::FileLock::TryAcquire(StagingLockPath(dir.string())));
+    const std::string dir = (fs::path(staging_root_) / name).string();
+    ROCKSDCP_ASSIGN_OR_RETURN(std::optional<util::FileLock> lock,
+                              util::FileLock::TryAcquire(StagingLockPath(dir)));
     if (!lock) continue;  // A live writer's.
-    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end;
-         it.increment(ec)) {
-      if (it->is_regular_file()) {
-        report.freed_bytes += it->file_size();
-        report.deleted_staging_files.push_back(it->path().string());
-      }
-    }
-    ec.clear();
+    std::vector<std::string> files;
+    ROCKSDCP_RETURN_IF_ERROR(
+        ListFilesUnder(*fs_, dir, &files, &report.freed_bytes)
+            .WithContext(gc));
+    report.deleted_staging_files.insert(report.deleted_staging_files.end(),
+                                        files.begin(), files.end());
     if (dry_run) continue;
-    std::error_code rm_ec;
-    fs::remove_all(dir, rm_ec);
-    if (rm_ec) {
-      return Status::IOError("GC of store " + Quote(path_) +
-                             ": cannot remove " + dir.string() + ": " +
-                             rm_ec.message());
-    }
+    if (commit_hook_) commit_hook_("gc_removing_staging");
+    ROCKSDCP_RETURN_IF_ERROR(RemoveStagingDir(dir).WithContext(gc));
     lock->UnlinkAndRelease();
   }
   return report;

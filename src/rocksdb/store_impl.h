@@ -6,6 +6,8 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 
 #include <functional>
@@ -50,6 +52,9 @@ struct CommitRequest {
   bool overwrite = false;
   // Staging SST files to ingest, from every rank.
   std::vector<std::string> files;
+  // The smallest and largest key written into each of them, in any order:
+  // Commit checks what RocksDB ingested against them.
+  std::vector<std::pair<std::string, std::string>> key_ranges;
   // The encoded Metadata value, and the catalog entry to write (its
   // column_family and created time are filled in by Commit).
   std::string metadata_value;
@@ -60,6 +65,14 @@ class StoreImpl final : public Store {
  public:
   static Result<std::unique_ptr<Store>> Open(const std::string& path,
                                              const StoreOptions& options);
+  // As Open, with every file operation of the store (the DB, its writers'
+  // staging files and directories, ingestion, GC) going through `fs`:
+  // tests pass a fault-injecting one. The staging directories' flock-based
+  // locks (util/file_lock.h) are the one exception: they stay POSIX, as
+  // they guard against live processes, not for durability.
+  static Result<std::unique_ptr<Store>> Open(
+      const std::string& path, const StoreOptions& options,
+      std::shared_ptr<rocksdb::FileSystem> fs);
   ~StoreImpl() override;
 
   const std::string& path() const override { return path_; }
@@ -71,10 +84,15 @@ class StoreImpl final : public Store {
       const RocksDBWriterOptions& options) override;
   Result<std::unique_ptr<RocksDBStorageReader>> NewReader(
       const RocksDBReaderOptions& options) override;
+  Result<VerifyReport> Verify(const VerifyOptions& options) override;
 
   // ---- Internal API for writers and readers. ----
 
   rocksdb::DB* db() const { return db_.get(); }
+  // The file system every file operation goes through, and an Env on it
+  // (for SstFileWriter).
+  rocksdb::FileSystem* fs() const { return fs_.get(); }
+  rocksdb::Env* env() const { return env_.get(); }
   // Where RocksDB allocates the blocks readers fetch; nullptr for a
   // follower.
   BlockBufferPool* block_buffer_pool() const { return block_pool_.get(); }
@@ -85,6 +103,12 @@ class StoreImpl final : public Store {
 
   // Where writers put staging SST files: <path>/staging.
   const std::string& staging_root() const { return staging_root_; }
+  // Creates `dir` and any missing parents through fs(); with
+  // `durable_entries`, fsyncs the parent of each directory it creates, so
+  // that the new directory survives a power loss.
+  Status CreateDirs(const std::string& dir, bool durable_entries) const;
+  // Removes the staging directory `dir` and the files in it, through fs().
+  Status RemoveStagingDir(const std::string& dir) const;
 
   // With `claim_id` (the coordinator), marks `id` as being saved: Busy if
   // another writer of this process is saving it.
@@ -105,25 +129,60 @@ class StoreImpl final : public Store {
 
   // Test-only: called by Commit at "after_create_cf", "after_ingest" and
   // "after_write" (the commit batch is durable, the old column family not
-  // yet dropped), so crash tests can stop a process at each point.
+  // yet dropped), by Delete at "delete_after_catalog" (the catalog entry is
+  // deleted, the column family not yet dropped), and by CollectGarbage at
+  // "gc_after_drop_cf" (after each drop) and "gc_removing_staging" (before
+  // each staging directory goes), so crash tests can stop a process at each
+  // point. Called with the store's mutex held.
   void TEST_SetCommitHook(std::function<void(std::string_view)> hook) {
     commit_hook_ = std::move(hook);
   }
 
  private:
-  StoreImpl(std::string path, StoreOptions options);
+  StoreImpl(std::string path, StoreOptions options,
+            std::shared_ptr<rocksdb::FileSystem> fs);
 
   Status OpenDB();
   std::string FreshColumnFamilyName(const std::string& id) const;
   // True if a writer's staging directory for `id` exists (a save that was
   // begun, maybe by a process that died).
   bool HasStagingDirFor(const std::string& id) const;
-  void DropColumnFamilyLocked(const std::string& name);
+  // RocksDB 7.8 takes an ingested file's key range from an iterator whose
+  // errors it does not check (ExternalSstFileIngestionJob::
+  // GetIngestedFileInfo): a read error there ingests the file with a wrong
+  // range, and then its keys are never found. IOError unless the ranges of
+  // the files in `cf` are `want`.
+  Status CheckIngestedKeyRanges(
+      rocksdb::ColumnFamilyHandle* cf,
+      std::vector<std::pair<std::string, std::string>> want) const;
+  // After a RocksDB write fails and cannot be undone, the store stops
+  // writing until it is reopened: RocksDB 7.8 then holds a background error
+  // and refuses writes, or worse (under tests/rocksdb/io_fault_test.cc a
+  // later ingestion into such a DB failed an assertion, which aborts with
+  // Debian's librocksdb); and a failed synced write may be durable all the
+  // same, which only the next open decides. StopLocked records `s` (with
+  // `context`) and returns it; CheckWritableLocked is IOError naming `what`
+  // once stopped. Reads go on.
+  Status StopLocked(const rocksdb::Status& s, const std::string& context);
+  // Creating column family `cf_name` or ingesting into it failed with `s`:
+  // RocksDB 7.8 may have written the MANIFEST record (its fsync failed) and
+  // then deleted the ingested files it names, and reopening would fail on
+  // them. Drops the column family, which makes RocksDB write a fresh
+  // MANIFEST, then stops the store. Returns `s` with context.
+  Status FailedMetadataWriteLocked(const rocksdb::Status& s,
+                                   const std::string& context,
+                                   const std::string& cf_name);
+  Status CheckWritableLocked(std::string_view what) const;
+  // Drops column family `name`; one that is not dropped stays in cfs_.
+  Status DropColumnFamilyLocked(const std::string& name);
   Result<std::map<std::string, CheckpointInfo>> ReadCatalog();
 
   const std::string path_;
   const StoreOptions options_;
   const std::string staging_root_;
+  // Before db_, which uses env_, which uses fs_.
+  const std::shared_ptr<rocksdb::FileSystem> fs_;
+  const std::unique_ptr<rocksdb::Env> env_;
 
   // Before db_: blocks RocksDB holds are freed into the pool when db_
   // closes, so it must outlive db_.
@@ -135,6 +194,13 @@ class StoreImpl final : public Store {
   std::mutex mu_;  // Guards the members below, and serialises commits.
   std::map<std::string, std::shared_ptr<rocksdb::ColumnFamilyHandle>> cfs_;
   std::set<std::string> saving_ids_;
+  // Column families whose creation failed half-way without a handle: they
+  // may exist, so their names are not given out again; GC drops them once
+  // the store reopens (and opens a handle on them).
+  std::set<std::string> handleless_cfs_;
+  // The first error of a RocksDB write (catalog, column family, ingestion)
+  // since the store opened; then the store writes no more (see StopLocked).
+  Status stopped_;
   std::function<void(std::string_view)> commit_hook_;
 };
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -146,8 +147,8 @@ void RocksDBStorageWriterImpl::Abandon() {
     registered_ = false;
   }
   if (staging_lock_) {
-    std::error_code ec;
-    fs::remove_all(staging_dir_, ec);  // Best effort; GC finds leftovers.
+    // Best effort; GC finds leftovers.
+    store_->RemoveStagingDir(staging_dir_).IgnoreError();
     staging_lock_->UnlinkAndRelease();
     staging_lock_.reset();
   }
@@ -206,23 +207,18 @@ Status RocksDBStorageWriterImpl::SetUpStorageWriter(bool is_coordinator,
     }
   }
   if (!staging_lock_) {
-    // Lock first, then create: GC never sees the directory unlocked.
+    // Lock first, then create: GC never sees the directory unlocked. The
+    // name is fresh, so only GC can hold it, for a moment: wait it out.
     ROCKSDCP_ASSIGN_OR_RETURN(
-        std::optional<util::FileLock> lock,
-        util::FileLock::TryAcquire(StagingLockPath(staging_dir_)));
-    if (!lock) {
-      return Status::Internal(Where() + ": staging lock " +
-                              StagingLockPath(staging_dir_) +
-                              " is held by someone else");
-    }
+        util::FileLock lock,
+        util::FileLock::Acquire(StagingLockPath(staging_dir_)));
     staging_lock_ = std::move(lock);
   }
-  std::error_code ec;
-  fs::create_directories(staging_dir_, ec);
-  if (ec) {
-    return Status::IOError(Where() + ": cannot create staging directory " +
-                           staging_dir_ + ": " + ec.message());
-  }
+  // Not durable: staging files count only once ingested, and ingestion
+  // syncs them and the store directory they are linked into.
+  ROCKSDCP_RETURN_IF_ERROR(
+      store_->CreateDirs(staging_dir_, /*durable_entries=*/false)
+          .WithContext(Where() + ": cannot create staging directory"));
   set_up_ = true;
   return Status::OK();
 }
@@ -392,6 +388,7 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   job.prefix = plan.storage_data.empty() ? "rank" + std::to_string(rank_)
                                          : plan.storage_data;
   job.sst_options = CheckpointColumnFamilyOptions();
+  job.sst_options.env = store_->env();
   job.env_options.use_direct_writes = options_.use_direct_writes;
   job.env_options.bytes_per_sync = options_.bytes_per_sync;
   job.env_options.writable_file_max_buffer_size =
@@ -434,8 +431,10 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
     // that a failed WriteData leaves no staging file behind.
     for (const auto& run_files : files) {
       for (const std::string& f : run_files) {
-        std::error_code ec;
-        fs::remove(f, ec);  // Best effort; Abandon and GC remove the rest.
+        // Best effort; Abandon and GC remove the rest.
+        store_->fs()
+            ->DeleteFile(f, rocksdb::IOOptions(), nullptr)
+            .PermitUncheckedError();
       }
     }
     return job.error;
@@ -642,7 +641,9 @@ Status RocksDBStorageWriterImpl::Finish(
   request.overwrite = options_.overwrite;
   request.info.world_size = world_size_;
 
-  std::set<std::string> files;
+  // Each file's smallest and largest key: an item's pieces are adjacent,
+  // in piece order.
+  std::map<std::string, std::pair<std::string, std::string>> files;
   metadata->storage_data.clear();
   const std::string staging_prefix = store_->staging_root() + "/";
   for (const auto& rank_results : results) {
@@ -660,7 +661,14 @@ Status RocksDBStorageWriterImpl::Finish(
             " names staging file " + Quote(info->file) +
             " outside the store's staging directory");
       }
-      files.insert(info->file);
+      std::string first = keys::PieceKey(r.index, 0);
+      std::string last =
+          keys::PieceKey(r.index, std::max<uint32_t>(info->num_pieces, 1) - 1);
+      auto [range, fresh] = files.try_emplace(info->file, first, last);
+      if (!fresh) {
+        range->second.first = std::min(range->second.first, first);
+        range->second.second = std::max(range->second.second, last);
+      }
       info->file.clear();
       auto [it, inserted] = metadata->storage_data.emplace(
           r.index, format::EncodeStorageInfo(*info));
@@ -674,12 +682,15 @@ Status RocksDBStorageWriterImpl::Finish(
     }
   }
   metadata->storage_meta = GetStorageMeta();
-  request.files.assign(files.begin(), files.end());
+  for (auto& [file, range] : files) {
+    request.files.push_back(file);
+    request.key_ranges.push_back(std::move(range));
+  }
   request.metadata_value = format::EncodeMetadata(*metadata);
   request.info.metadata_checksum = format::Xxh3(request.metadata_value);
 
   auto committed = store_->Commit(std::move(request));
-  if (!committed.ok()) return committed.status();
+  if (!committed.ok()) return committed.status().WithContext(Where());
   Abandon();  // Committed: release the id and remove the emptied staging dir.
   has_id_ = false;
   return Status::OK();

@@ -11,13 +11,28 @@
 namespace rocksdcp::util {
 
 Result<std::optional<FileLock>> FileLock::TryAcquire(const std::string& path) {
+  return Lock(path, /*wait=*/false);
+}
+
+Result<FileLock> FileLock::Acquire(const std::string& path) {
+  ROCKSDCP_ASSIGN_OR_RETURN(std::optional<FileLock> lock,
+                            Lock(path, /*wait=*/true));
+  return std::move(*lock);  // Waiting, it never comes back empty.
+}
+
+Result<std::optional<FileLock>> FileLock::Lock(const std::string& path,
+                                               bool wait) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
       return Status::IOError("cannot open lock file " + path + ": " +
                              std::strerror(errno));
     }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int locked;
+    do {
+      locked = ::flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB);
+    } while (locked != 0 && errno == EINTR);
+    if (locked != 0) {
       const int err = errno;
       ::close(fd);
       if (err == EWOULDBLOCK) return std::optional<FileLock>();

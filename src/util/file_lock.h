@@ -20,6 +20,12 @@ class FileLock {
   // on the file that `path` names once locked: if the file was unlinked and
   // re-created meanwhile, it retries.
   static Result<std::optional<FileLock>> TryAcquire(const std::string& path);
+  // The same, but waits while another open file holds the lock. For a
+  // writer's own, freshly named lock file, which only GC may hold, and
+  // only for as long as it takes to see there is no directory and unlink
+  // the file (then this locks a new one): waiting, the writer can't mistake
+  // GC's brief look for another writer.
+  static Result<FileLock> Acquire(const std::string& path);
 
   FileLock(FileLock&& other) noexcept;
   FileLock& operator=(FileLock&& other) noexcept;
@@ -33,6 +39,8 @@ class FileLock {
 
  private:
   FileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  static Result<std::optional<FileLock>> Lock(const std::string& path,
+                                              bool wait);
   void Release();
 
   std::string path_;
