@@ -1,6 +1,7 @@
 #include "rocksdb/reader.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <system_error>
 #include <thread>
@@ -180,33 +181,29 @@ std::future<Status> RocksDBStorageReaderImpl::ReadData(const LoadPlan& plan,
   return util::ReadyFuture(ReadDataSync(plan, planner));
 }
 
-Result<RocksDBStorageReaderImpl::Item> RocksDBStorageReaderImpl::LookupItem(
-    const MetadataIndex& index, bool tensor) const {
-  auto it = metadata_->storage_data.find(index);
-  if (it == metadata_->storage_data.end()) {
-    return Status::Corruption(ItemWhere(index) +
-                              ": the metadata records no storage for it");
+Result<StoredItem> LookupStoredItem(const Metadata& metadata,
+                                    const MetadataIndex& index, bool tensor) {
+  auto it = metadata.storage_data.find(index);
+  if (it == metadata.storage_data.end()) {
+    return Status::Corruption("the metadata records no storage for it");
   }
-  Item item;
-  auto info = format::DecodeStorageInfo(it->second);
-  if (!info.ok()) return info.status().WithContext(ItemWhere(index));
-  item.info = std::move(info).value();
+  StoredItem item;
+  ROCKSDCP_ASSIGN_OR_RETURN(item.info, format::DecodeStorageInfo(it->second));
   const auto want =
       tensor ? format::ItemKind::kTensor : format::ItemKind::kBytes;
   if (item.info.kind != want) {
     return Status::Corruption(
-        ItemWhere(index) + ": stored as " + (tensor ? "bytes" : "a tensor") +
+        std::string("stored as ") + (tensor ? "bytes" : "a tensor") +
         " but planned as " + (tensor ? "a tensor" : "bytes"));
   }
   if (!tensor) return item;
 
-  auto sd = metadata_->state_dict_metadata.find(index.fqn);
-  const auto* tm = sd == metadata_->state_dict_metadata.end()
+  auto sd = metadata.state_dict_metadata.find(index.fqn);
+  const auto* tm = sd == metadata.state_dict_metadata.end()
                        ? nullptr
                        : std::get_if<TensorStorageMetadata>(&sd->second);
   if (tm == nullptr || !index.offset) {
-    return Status::Corruption(ItemWhere(index) +
-                              ": the metadata has no tensor of that name");
+    return Status::Corruption("the metadata has no tensor of that name");
   }
   const ChunkStorageMetadata* chunk = nullptr;
   if (index.index && *index.index >= 0 &&
@@ -219,8 +216,7 @@ Result<RocksDBStorageReaderImpl::Item> RocksDBStorageReaderImpl::LookupItem(
     }
   }
   if (chunk == nullptr) {
-    return Status::Corruption(ItemWhere(index) +
-                              ": the metadata has no chunk at that offset");
+    return Status::Corruption("the metadata has no chunk at that offset");
   }
   item.dtype = tm->properties.dtype;
   item.chunk_sizes = chunk->sizes;
@@ -229,12 +225,18 @@ Result<RocksDBStorageReaderImpl::Item> RocksDBStorageReaderImpl::LookupItem(
   for (int64_t s : chunk->sizes) numel *= static_cast<uint64_t>(s);
   if (item.info.length != numel * elem || item.info.piece_bytes % elem != 0) {
     return Status::Corruption(
-        ItemWhere(index) + ": storage info (" +
-        std::to_string(item.info.length) + " bytes in pieces of " +
-        std::to_string(item.info.piece_bytes) +
+        "storage info (" + std::to_string(item.info.length) +
+        " bytes in pieces of " + std::to_string(item.info.piece_bytes) +
         ") does not match the chunk's " + std::to_string(numel) + " x " +
         std::to_string(elem) + "-byte elements");
   }
+  return item;
+}
+
+Result<RocksDBStorageReaderImpl::Item> RocksDBStorageReaderImpl::LookupItem(
+    const MetadataIndex& index, bool tensor) const {
+  auto item = LookupStoredItem(*metadata_, index, tensor);
+  if (!item.ok()) return item.status().WithContext(ItemWhere(index));
   return item;
 }
 
@@ -293,6 +295,16 @@ uint64_t RocksDBStorageReaderImpl::CopyBoxPart(
   const size_t elem = DTypeSize(pr.item.dtype);
   const uint64_t run = dims == 0 ? 1 : static_cast<uint64_t>(lengths.back());
   const uint64_t piece_end = piece_first + piece.size / elem;
+  if (pr.box_is_run && dest.IsContiguous()) {
+    // One run in the chunk and in the destination: one copy.
+    const uint64_t lo = std::max(pr.box_first, piece_first);
+    const uint64_t hi =
+        std::min(pr.box_first + pr.bytes / elem, piece_end);
+    if (hi <= lo) return 0;
+    std::memcpy(static_cast<uint8_t*>(dest.data) + (lo - pr.box_first) * elem,
+                piece.data + (lo - piece_first) * elem, (hi - lo) * elem);
+    return (hi - lo) * elem;
+  }
   const std::vector<int64_t> ds = dest.EffectiveStrides();
   const int64_t dest_step =
       dims == 0 ? static_cast<int64_t>(elem) : ds[dims - 1] * int64_t(elem);
@@ -388,6 +400,11 @@ Status RocksDBStorageReaderImpl::Plan(const ReadItem& ri, LoadPlanner& planner,
   for (size_t d = 0; d < outer; ++d) last_row[d] = ri.lengths[d] - 1;
   const uint64_t first = RowStart(*pr, first_row);
   const uint64_t last = RowStart(*pr, last_row) + run - 1;
+  pr->box_first = first;
+  pr->box_is_run = true;
+  for (size_t d = 1; d < dims; ++d) {
+    if (ri.lengths[d] != item.chunk_sizes[d]) pr->box_is_run = false;
+  }
   const uint64_t piece_elems = item.info.piece_bytes / elem;
   pr->first_piece = static_cast<uint32_t>(first / piece_elems);
   const uint64_t end_piece = last / piece_elems + 1;
@@ -471,47 +488,55 @@ Status RocksDBStorageReaderImpl::FetchPiece(Worker& worker,
   return VerifyPiece(s, worker.pinned, worker.key, pr, p, out);
 }
 
-Status RocksDBStorageReaderImpl::VerifyPiece(
-    const rocksdb::Status& s, const rocksdb::PinnableSlice& value,
-    const std::string& key, const PlannedRead& pr, uint32_t p,
-    format::DecodedPiece* out) {
-  // Context strings are built only on failure: a load of many small items
-  // would otherwise spend much of its time formatting them.
+Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
+                        std::string_view key, const MetadataIndex& index,
+                        const StoredItem& item, uint32_t p,
+                        format::DecodedPiece* out) {
   if (s.IsNotFound()) {
-    return Status::Corruption(PieceWhere(pr, p) + ": key " + Quote(key) +
-                              " is missing");
+    return Status::Corruption("key " + Quote(key) + " is missing");
   }
-  if (!s.ok()) return FromRocksDB(s, PieceWhere(pr, p));
-  auto piece =
-      format::DecodePiece(std::string_view(value.data(), value.size()));
-  if (!piece.ok()) return piece.status().WithContext(PieceWhere(pr, p));
-
-  const MetadataIndex& index = pr.ri->storage_index;
-  const Item& item = pr.item;
-  const format::PieceHeader& h = piece->header;
+  if (s.IsPathNotFound()) {
+    // A file of the store is gone: damage, not a failing disk.
+    return Status::Corruption("reading key " + Quote(key) + ": " +
+                              s.ToString());
+  }
+  if (!s.ok()) return FromRocksDB(s, "reading key " + Quote(key));
+  ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value));
+  const format::PieceHeader& h = out->header;
   const uint64_t offset = uint64_t{p} * item.info.piece_bytes;
   const uint64_t length =
       std::min(item.info.piece_bytes, item.info.length - offset);
   const bool tensor = item.info.kind == format::ItemKind::kTensor;
-  const bool matches =
-      h.kind == item.info.kind && h.piece == p &&
-      h.num_pieces == item.info.num_pieces && h.byte_offset == offset &&
-      h.byte_length == length &&
-      (!tensor || (h.dtype == item.dtype && h.chunk_offsets == *index.offset &&
-                   h.chunk_sizes == item.chunk_sizes));
+  const bool matches = h.kind == item.info.kind && h.piece == p &&
+                       h.num_pieces == item.info.num_pieces &&
+                       h.byte_offset == offset && h.byte_length == length &&
+                       (!tensor || (h.dtype == item.dtype && index.offset &&
+                                    h.chunk_offsets == *index.offset &&
+                                    h.chunk_sizes == item.chunk_sizes));
   if (!matches) {
     return Status::Corruption(
-        PieceWhere(pr, p) +
-        ": the piece's header does not match the metadata (piece " +
+        "the piece's header does not match the metadata (piece " +
         std::to_string(h.piece) + "/" + std::to_string(h.num_pieces) +
         ", bytes " + std::to_string(h.byte_offset) + "+" +
         std::to_string(h.byte_length) + ", expected " + std::to_string(p) +
         "/" + std::to_string(item.info.num_pieces) + ", bytes " +
         std::to_string(offset) + "+" + std::to_string(length) + ")");
   }
+  return Status::OK();
+}
+
+Status RocksDBStorageReaderImpl::VerifyPiece(
+    const rocksdb::Status& s, const rocksdb::PinnableSlice& value,
+    const std::string& key, const PlannedRead& pr, uint32_t p,
+    format::DecodedPiece* out) {
+  // The context is built only on failure: a load of many small items
+  // would otherwise spend much of its time formatting it.
+  Status verified =
+      VerifyPieceValue(s, std::string_view(value.data(), value.size()), key,
+                       pr.ri->storage_index, pr.item, p, out);
+  if (!verified.ok()) return verified.WithContext(PieceWhere(pr, p));
   pieces_read_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(piece->size, std::memory_order_relaxed);
-  *out = std::move(piece).value();
+  bytes_read_.fetch_add(out->size, std::memory_order_relaxed);
   return Status::OK();
 }
 

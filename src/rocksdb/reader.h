@@ -38,6 +38,32 @@
 
 namespace rocksdcp {
 
+// A saved item, as a checkpoint's metadata describes it.
+struct StoredItem {
+  format::StorageInfo info;
+  DType dtype = DType::kUInt8;
+  std::vector<int64_t> chunk_sizes;
+};
+
+// The checks a load makes, shared with Store::Verify. Their errors are
+// Corruption without context: the caller prefixes where (checkpoint, item,
+// piece).
+//
+// Finds `index` in `metadata` and checks its storage info: its kind (a
+// tensor chunk if `tensor`, else bytes) and, for a tensor, that the
+// metadata has the chunk and that the info's length and piece size fit
+// the chunk's elements.
+Result<StoredItem> LookupStoredItem(const Metadata& metadata,
+                                    const MetadataIndex& index, bool tensor);
+// Verifies what a Get or MultiGet of piece `p` of `item` (at `key`)
+// returned: that it is there, DecodePiece's checks (the FlatBuffers
+// verifier, identifier, version and XXH3), and the piece's header against
+// the metadata. `out` points into `value`.
+Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
+                        std::string_view key, const MetadataIndex& index,
+                        const StoredItem& item, uint32_t p,
+                        format::DecodedPiece* out);
+
 class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
  public:
   RocksDBStorageReaderImpl(StoreImpl* store, RocksDBReaderOptions options);
@@ -55,12 +81,7 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   ReaderStats stats() const override;
 
  private:
-  // A saved item, as the metadata describes it.
-  struct Item {
-    format::StorageInfo info;
-    DType dtype = DType::kUInt8;
-    std::vector<int64_t> chunk_sizes;
-  };
+  using Item = StoredItem;
 
   // One read item of the plan, checked against the metadata.
   struct PlannedRead {
@@ -76,6 +97,10 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     uint64_t rows = 0;
     std::vector<int64_t> chunk_strides;
     std::vector<uint64_t> rows_per_step;
+    // The box covers every inner dimension of the chunk whole: its
+    // elements are one run in the chunk, from element box_first.
+    bool box_is_run = false;
+    uint64_t box_first = 0;
     // A box over several pieces is read by one task per piece: its
     // destination is resolved before they run, and the task that copies
     // the last piece commits it.

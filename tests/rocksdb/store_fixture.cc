@@ -128,8 +128,15 @@ void StoreTest::OpenStore(const StoreOptions& options) {
   store_ = std::move(store).value();
 }
 
+Status StoreTest::NeedStore() const {
+  // OpenStore failed (and said so) or the test closed it.
+  if (store_ == nullptr) return Status::FailedPrecondition("no open store");
+  return Status::OK();
+}
+
 Result<Metadata> StoreTest::SaveDict(const StateDict& sd, const std::string& id,
                                      const RocksDBWriterOptions& options) {
+  ROCKSDCP_RETURN_IF_ERROR(NeedStore());
   ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store_->NewWriter(options));
   SaveOptions so;
   so.checkpoint_id = id;
@@ -138,6 +145,7 @@ Result<Metadata> StoreTest::SaveDict(const StateDict& sd, const std::string& id,
 
 Status StoreTest::LoadDict(StateDict* sd, const std::string& id,
                            bool allow_partial_load) {
+  ROCKSDCP_RETURN_IF_ERROR(NeedStore());
   ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store_->NewReader());
   LoadOptions lo;
   lo.checkpoint_id = id;

@@ -61,6 +61,8 @@ class StoreTest : public ::testing::Test {
   Status LoadDict(StateDict* sd, const std::string& id,
                   bool allow_partial_load = false);
 
+  // FailedPrecondition if there is no open store (OpenStore failed).
+  Status NeedStore() const;
   // The .sst files under the store directory (not staging), largest first.
   std::vector<std::string> SstFiles() const;
 
