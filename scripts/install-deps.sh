@@ -13,6 +13,9 @@ PACKAGES=(
   libbenchmark-dev
   libdlpack-dev
   libopenmpi-dev openmpi-bin
+  # The fuzzers (fuzz/): clang, its sanitizer and fuzzer runtimes (only
+  # recommended by clang, so named here), and libFuzzer.
+  clang libclang-rt-14-dev libfuzzer-14-dev
 )
 
 missing=()

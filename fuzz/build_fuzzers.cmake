@@ -1,0 +1,24 @@
+# The ctest test fuzz.build (fuzz/tests.cmake) runs this script with
+# cmake -P: it configures fuzz/ with clang++ in BUILD_DIR and builds it with
+# two jobs. A second run only rebuilds what changed.
+
+foreach(var SOURCE_DIR BUILD_DIR CXX GENERATOR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "build_fuzzers.cmake: pass -D${var}=...")
+  endif()
+endforeach()
+
+function(run_step name)
+  execute_process(COMMAND ${ARGN}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "fuzz build: step '${name}' failed (exit ${rc})\n"
+      "command: ${cmd}\n---- stdout ----\n${out}\n---- stderr ----\n${err}")
+  endif()
+  message(STATUS "fuzz build: ${name}: ok")
+endfunction()
+
+run_step(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR}
+  -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release)
+run_step(build ${CMAKE_COMMAND} --build ${BUILD_DIR} --parallel 2)
