@@ -3,13 +3,13 @@
 //
 // ReadData first checks every read item of the plan against the metadata
 // (one pass, on the calling thread), then cuts the plan into tasks: one per
-// piece of a tensor box that spans several pieces, one per other item, and
-// one per run of consecutive small items, which are fetched with one
-// MultiGet (one pass over the index, and adjacent blocks read with one
-// request). Up to read_threads threads (the caller's among them) take
-// tasks in plan order, each fetching through PinnableSlices of its own:
-// at most one large piece, or one run of small items, per thread at a
-// time.
+// run of up to 8 MiB of consecutive pieces of a tensor box that spans
+// several pieces (read through an iterator that reads the run ahead in one
+// request), one per other item, and one per run of consecutive small
+// items, which are fetched with one MultiGet (one pass over the index).
+// Up to read_threads threads (the caller's among them) take tasks in plan
+// order, each holding at most one large piece and its run's read-ahead, or
+// one run of small items, at a time.
 //
 // Errors: what the first pass finds (metadata that does not match the plan,
 // a destination the planner refuses for a box spanning several pieces) is
@@ -76,6 +76,10 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     uint64_t rows = 0;
     std::vector<int64_t> chunk_strides;
     std::vector<uint64_t> rows_per_step;
+    // The box covers every inner dimension of the chunk whole: its
+    // elements are one run in the chunk, from element box_first.
+    bool box_is_run = false;
+    uint64_t box_first = 0;
     // A box over several pieces is read by one task per piece: its
     // destination is resolved before they run, and the task that copies
     // the last piece commits it.
@@ -84,14 +88,15 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     std::atomic<uint32_t> pieces_left{0};
   };
 
-  // A unit of work: piece `piece` of planned read `read` if it is split;
-  // with `batch` > 0, planned reads [read, read + batch), each of one small
-  // piece; else all of planned read `read`.
+  // A unit of work: pieces [piece, piece + pieces) of planned read `read`
+  // if it is split; with `batch` > 0, planned reads [read, read + batch),
+  // each of one small piece; else all of planned read `read`.
   struct Task {
     uint32_t read = 0;
     uint32_t piece = 0;
     uint32_t batch = 0;
     uint64_t batch_bytes = 0;
+    uint32_t pieces = 1;
   };
 
   // What one reading thread reuses from task to task.
@@ -126,8 +131,7 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
                     format::DecodedPiece* out);
   // Verifies what a Get or MultiGet of piece `p` of `pr` (at `key`)
   // returned. The result points into `value`.
-  Status VerifyPiece(const rocksdb::Status& s,
-                     const rocksdb::PinnableSlice& value,
+  Status VerifyPiece(const rocksdb::Status& s, const rocksdb::Slice& value,
                      const std::string& key, const PlannedRead& pr, uint32_t p,
                      format::DecodedPiece* out);
   // Resolves pr's destination, copies `piece` (nullptr for an empty box)
@@ -136,7 +140,9 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
                        const format::DecodedPiece* piece);
   Status DeliverBytes(Run& run, PlannedRead& pr, std::string_view data);
   Status ReadWholeTensor(Run& run, Worker& worker, PlannedRead& pr);
-  Status ReadTensorPiece(Run& run, Worker& worker, PlannedRead& pr, uint32_t p);
+  // Reads the pieces of `task`, a run of consecutive pieces of a split
+  // box, through one iterator that reads ahead over the run.
+  Status ReadTensorPieces(Run& run, PlannedRead& pr, const Task& task);
   Status ReadBytes(Run& run, Worker& worker, PlannedRead& pr);
   Status ReadBatch(Run& run, Worker& worker, const Task& task);
   // Checks the planner's destination of a tensor read.
