@@ -76,7 +76,10 @@ struct StoreOptions {
   // times the largest piece (the writer's max_piece_bytes, plus up to
   // 1/16). The pool keeps only buffers it has handed out, and they stay
   // resident after a load (on transparent huge pages where the kernel
-  // allows); 0 returns every buffer to the system at once.
+  // allows); 0 returns every buffer to the system at once. Pieces of the
+  // default 128 KiB don't use it: malloc recycles buffers that small (W1
+  // and W2 warm loads measured the same with 0); it serves checkpoints
+  // saved with a max_piece_bytes of 1 MiB and more.
   // Default: 256 MiB
   uint64_t read_buffer_pool_bytes = 256ull << 20;
 
@@ -144,15 +147,22 @@ struct RocksDBWriterOptions {
   // [1, 1 GiB]: FlatBuffers can't encode 2 GiB and RocksDB refuses values
   // over 4 GiB; memory_budget must hold about 4 pieces.
   //
-  // Why 8 MiB: RocksDB 7.8's SST writer copies each piece into a block
-  // buffer that it allocates afresh for every block, and for a file's first
-  // block grows to twice the piece. glibc serves requests over 32 MiB with a
-  // fresh mmap, every 4 KiB page of which then faults on first touch (5-20
-  // us on the VMs rocksdcp is measured on), while it recycles smaller
-  // buffers; 64 MiB pieces saved at half the speed of 8 MiB ones, and
-  // loaded at half the speed too.
-  // Default: 8 MiB
-  uint64_t max_piece_bytes = 8ull << 20;
+  // Why 128 KiB: a load reads whole pieces, so a rank whose shard starts
+  // or ends inside a piece reads, verifies and drops the rest of it. With
+  // 8 MiB pieces, 3 ranks loading a checkpoint saved by 2 (the W4
+  // benchmark) read 1.6 times its bytes and ran at 0.36 of a one-rank load;
+  // with 128 KiB pieces, at 0.74-0.83. Saves, warm loads and cold loads of
+  // whole tensors measured the same from 128 KiB to 8 MiB (2 GB/s, 12 GB/s
+  // and 2.4-2.7 GB/s on a 2-core VM). Smaller pieces cost per-key work:
+  // 64 KiB pieces loaded 20% slower. The price is index size: RocksDB keeps
+  // about 80 bytes of index per piece in memory while a checkpoint's files
+  // are open (0.6 MiB per GiB at 128 KiB). Not above 32 MiB: RocksDB 7.8's
+  // SST writer copies each piece into a block buffer it allocates afresh,
+  // and glibc serves requests over 32 MiB with a fresh mmap, every 4 KiB
+  // page of which faults on first touch; 64 MiB pieces saved and loaded at
+  // half the speed of 8 MiB ones.
+  // Default: 128 KiB
+  uint64_t max_piece_bytes = 128ull << 10;
 
   // Each of WriteData's threads starts a new staging SST file once its
   // current one holds this many bytes.
@@ -242,8 +252,9 @@ struct RocksDBReaderOptions {
 
   // Bounds the memory ReadData holds for what it reads: each thread holds
   // one piece (up to the max_piece_bytes the checkpoint was saved with)
-  // at a time, so ReadData starts at most memory_budget / (largest piece
-  // of the plan) threads, but always at least one. Not counted: the
+  // and up to 8 MiB of pieces read ahead at a time, so ReadData starts at
+  // most memory_budget / (largest piece of the plan + 8 MiB) threads, but
+  // always at least one. Not counted: the
   // destinations (the state dict itself), the store's kept buffers
   // (StoreOptions::read_buffer_pool_bytes), the 8 MiB block cache, and a
   // byte item of several pieces, which is assembled whole for LoadBytes.
