@@ -52,6 +52,16 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
         return false;
       }
       config->rss_gib = v;
+    } else if (arg.starts_with("--piece_kib=")) {
+      const std::string value(arg.substr(std::strlen("--piece_kib=")));
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
+        std::fprintf(stderr, "rocksdcp_bench: bad value in %s (0-1048576)\n",
+                     argv[i]);
+        return false;
+      }
+      config->piece_kib = v;
     } else {
       if (arg == "--help") {
         std::printf(
@@ -62,7 +72,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "the RSS rocksdcp adds\n"
             "               (BM_RssSave, BM_RssLoad; default 0, off)\n"
             "  --ranks      also run BM_SaveRanks / BM_LoadRanks on 1, 2, 4 "
-            "thread ranks\n\n");
+            "thread ranks\n"
+            "  --piece_kib=N  every save cuts pieces of at most N KiB "
+            "(max_piece_bytes;\n"
+            "               default 0, the library's default)\n\n");
       }
       argv[out++] = argv[i];
     }

@@ -36,6 +36,9 @@ struct Config {
   int64_t rss_gib = 0;
   // --ranks: also run BM_SaveRanks / BM_LoadRanks (1, 2, 4 thread ranks).
   bool ranks = false;
+  // --piece_kib=N: RocksDBWriterOptions::max_piece_bytes for every save
+  // (0: the library's default).
+  int64_t piece_kib = 0;
 
   // Derived from the flags by ParseOwnFlags.
   // W1's bytes, and the ranks cases'.

@@ -71,8 +71,19 @@ class ScratchStore {
   std::unique_ptr<Store> store_;
 };
 
-Status SaveOnce(Store& store, const StateDict& dict, const std::string& id) {
-  ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter());
+// Every save's writer options: the library's defaults, but --piece_kib.
+RocksDBWriterOptions WriterOptions(const Config& config) {
+  RocksDBWriterOptions options;
+  if (config.piece_kib > 0) {
+    options.max_piece_bytes = static_cast<uint64_t>(config.piece_kib) << 10;
+  }
+  return options;
+}
+
+Status SaveOnce(Store& store, const StateDict& dict, const std::string& id,
+                const Config& config) {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto writer,
+                            store.NewWriter(WriterOptions(config)));
   return Save(dict, *writer, {.checkpoint_id = id}).status();
 }
 
@@ -89,7 +100,7 @@ void BM_Save(benchmark::State& state, const Config& config) {
   Status s = store.status();
   std::unique_ptr<RocksDBStorageWriter> writer;
   if (s.ok()) {
-    RocksDBWriterOptions options;
+    RocksDBWriterOptions options = WriterOptions(config);
     options.reuse_buffers = state.range(1) != 0;
     auto w = store->NewWriter(options);
     s = w.status();
@@ -124,7 +135,7 @@ void BM_Load(benchmark::State& state, const Config& config) {
   if (state.range(2) == 0) options.read_buffer_pool_bytes = 0;
   ScratchStore store("load", options);
   Status s = store.status();
-  if (s.ok()) s = SaveOnce(*store, data.source.Dict(), "ckpt");
+  if (s.ok()) s = SaveOnce(*store, data.source.Dict(), "ckpt", config);
   data.dest->Zero();
   StateDict dict = data.dest->Dict();
   // From before the first load: the buffers the store keeps from one load
@@ -154,11 +165,12 @@ void BM_Load(benchmark::State& state, const Config& config) {
 
 // Every rank r of `ranks` saves (or loads) ShardDict(r, ranks) of `data`.
 Status SaveSharded(Store& store, StateData& data, int ranks,
-                   const std::string& id) {
+                   const std::string& id, const Config& config) {
   std::vector<StateDict> dicts;
   for (int r = 0; r < ranks; ++r) dicts.push_back(data.ShardDict(r, ranks));
   return RunRanks(ranks, [&](int r, Collective& c) -> Status {
-    ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter());
+    ROCKSDCP_ASSIGN_OR_RETURN(auto writer,
+                              store.NewWriter(WriterOptions(config)));
     return Save(dicts[r], *writer, {.checkpoint_id = id, .collective = &c})
         .status();
   });
@@ -183,7 +195,7 @@ void BM_LoadResharded(benchmark::State& state, const Config& config) {
   const bool cold = state.range(1) != 0;
   ScratchStore store("load-resharded");
   Status s = store.status();
-  if (s.ok()) s = SaveSharded(*store, data.source, kSaveRanks, "ckpt");
+  if (s.ok()) s = SaveSharded(*store, data.source, kSaveRanks, "ckpt", config);
   data.dest->Zero();
   std::vector<StateDict> dicts;
   for (int r = 0; r < kLoadRanks; ++r) {
@@ -228,7 +240,7 @@ void BM_AsyncSaveW2(benchmark::State& state, const Config& config) {
   std::unique_ptr<RocksDBStorageWriter> async_writer;
   for (auto* w : {&sync_writer, &async_writer}) {
     if (!s.ok()) break;
-    auto made = store->NewWriter();
+    auto made = store->NewWriter(WriterOptions(config));
     s = made.status();
     if (made.ok()) *w = std::move(*made);
   }
@@ -300,7 +312,7 @@ void BM_RssSave(benchmark::State& state, const Config& config) {
   if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   const RssMeter rss;
   for (auto _ : state) {
-    s = SaveOnce(*store, dict, "ckpt");
+    s = SaveOnce(*store, dict, "ckpt", config);
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
       break;
@@ -319,7 +331,7 @@ void BM_RssLoad(benchmark::State& state, const Config& config) {
   StateDict dict = data.source.Dict();
   ScratchStore store("rss-load");
   Status s = store.status();
-  if (s.ok()) s = SaveOnce(*store, dict, "ckpt");
+  if (s.ok()) s = SaveOnce(*store, dict, "ckpt", config);
   data.source.Zero();
   if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   const RssMeter rss;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "keys/keys.h"
 #include "rocksdb/store_fixture.h"
 #include "rocksdb/store_impl.h"
 
@@ -178,6 +179,32 @@ TEST_F(ReaderTest, CorruptPieceIsCaughtWithParallelReads) {
   }
   for (size_t i = 9 * 65536; i < 10 * 65536; ++i) {
     ASSERT_EQ(into.bytes[i], 0) << "byte " << i << " of the corrupt piece";
+  }
+}
+
+TEST_F(ReaderTest, MissingPieceInsideARunIsCorruption) {
+  // 16 pieces of 4 KiB, read as one run through one iterator; piece 5's
+  // key is deleted, so the iterator steps from piece 4 straight to 6.
+  OwnedTensor big = RandomTensor(DType::kUInt8, {16, 4096}, 5);
+  ASSERT_OK(SaveDict({{"t", big.view}}, "m", {.max_piece_bytes = 4096}));
+  auto& impl = dynamic_cast<StoreImpl&>(*store_);
+  ASSERT_OK_AND_ASSIGN(CommittedCheckpoint c, impl.LookupCommitted("m"));
+  MetadataIndex index;
+  index.fqn = "t";
+  index.offset = std::vector<int64_t>{0, 0};
+  ASSERT_TRUE(impl.db()
+                  ->Delete(rocksdb::WriteOptions(), c.cf.get(),
+                           keys::PieceKey(index, 5))
+                  .ok());
+
+  OwnedTensor into = ZeroTensor(DType::kUInt8, {16, 4096});
+  StateDict sd{{"t", into.view}};
+  EXPECT_THAT(LoadWith(&sd, "m", Threads(1)),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("'m'"), HasSubstr("piece 5 of 16"),
+                             HasSubstr("is missing"))));
+  for (size_t i = 5 * 4096; i < 6 * 4096; ++i) {
+    ASSERT_EQ(into.bytes[i], 0) << "byte " << i << " of the missing piece";
   }
 }
 

@@ -1,0 +1,56 @@
+#include "rocksdb/child_process.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace rocksdcp::testing {
+
+int RunChild(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    std::string bin = ROCKSDCP_TEST_CHILD;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+LockHolder::LockHolder(const std::string& store) {
+  int to_child[2], from_child[2];
+  EXPECT_EQ(pipe(to_child), 0);
+  EXPECT_EQ(pipe(from_child), 0);
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    close(to_child[1]);
+    close(from_child[0]);
+    execl(ROCKSDCP_TEST_CHILD, ROCKSDCP_TEST_CHILD, "hold", store.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  stdin_ = to_child[1];
+  char buf[6] = {};
+  // Blocks until the child has the lock and says so.
+  ready_ = read(from_child[0], buf, 5) == 5 && std::string(buf) == "ready";
+  close(from_child[0]);
+}
+
+LockHolder::~LockHolder() {
+  close(stdin_);  // The child exits on EOF.
+  int status;
+  waitpid(pid_, &status, 0);
+}
+
+}  // namespace rocksdcp::testing

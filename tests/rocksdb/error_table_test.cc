@@ -1,0 +1,232 @@
+// docs/errors.md lists every error a user can meet, each with its exact
+// message. This test makes each one happen and checks it against the row of
+// that document with the same name, so the two cannot drift apart: a row
+// without a scenario here, a scenario without a row, or a message that
+// differs by a character fails it. ROCKSDCP_PRINT_ERRORS=1 prints the rows
+// as the code produces them, to paste into the document.
+
+#include <dlpack/dlpack.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <regex>
+
+#include "rocksdb/child_process.h"
+#include "rocksdb/fault_fs.h"
+#include "rocksdb/store_fixture.h"
+#include "rocksdb/store_impl.h"
+
+namespace rocksdcp::testing {
+namespace {
+
+const char kDoc[] = ROCKSDCP_SOURCE_DIR "/docs/errors.md";
+
+struct Row {
+  std::string code;
+  std::string message;
+};
+
+// The table rows of docs/errors.md: | `name` | situation | Code | `message` |
+std::map<std::string, Row> ReadDoc() {
+  std::ifstream in(kDoc);
+  EXPECT_TRUE(in.good()) << "cannot read " << kDoc;
+  const std::regex row(R"(^\| `([a-z0-9-]+)` \|[^|]*\| (\w+) \| `(.*)` \|$)");
+  std::map<std::string, Row> rows;
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, m, row)) {
+      EXPECT_TRUE(rows.count(m[1]) == 0) << "row " << m[1] << " twice";
+      rows[m[1]] = {m[2], m[3]};
+    }
+  }
+  return rows;
+}
+
+// The scenarios, by row name, in the document's order.
+const char* const kScenarios[] = {
+    "id-empty",        "id-too-long",      "id-control-character",
+    "id-reserved",     "id-exists",        "id-unknown",
+    "dtype-mismatch",  "shape-mismatch",   "fqn-missing",
+    "tensor-too-large", "tensor-null-data", "tensor-not-on-cpu",
+    "piece-size-out-of-range", "store-missing", "store-locked",
+    "read-only-save",  "piece-corrupt",    "disk-full",
+};
+
+class ErrorTableTest : public StoreTest,
+                       public ::testing::WithParamInterface<const char*> {
+ protected:
+  // Runs the scenario, then writes the store path as <store>, the test's
+  // temp directory as <tmp> and random names as <random>, so the message
+  // does not depend on them.
+  Row Produce(const std::function<Status()>& scenario) {
+    const Status s = scenario();
+    std::string message = s.message();
+    for (const auto& [path, name] :
+         {std::pair{store_path(), "<store>"},
+          std::pair{dir_.path().string(), "<tmp>"}}) {
+      for (size_t at; (at = message.find(path)) != std::string::npos;) {
+        message.replace(at, path.size(), name);
+      }
+    }
+    // A writer's staging directory is <id>.<random hex>.
+    message = std::regex_replace(message, std::regex(R"(\.[0-9a-f]{32}/)"),
+                                 ".<random>/");
+    return {std::string(StatusCodeName(s.code())), message};
+  }
+
+  // Every scenario: a user's call that fails, by row name.
+  std::map<std::string, std::function<Status()>> Scenarios() {
+    std::map<std::string, std::function<Status()>> s;
+    auto save_as = [this](std::string id) {
+      return [this, id] {
+        ExampleState state = ExampleStateDict(1);
+        return SaveDict(state.dict, id).status();
+      };
+    };
+    s["id-empty"] = save_as("");
+    s["id-too-long"] = save_as(std::string(129, 'a'));
+    s["id-control-character"] = save_as("step\t100");
+    s["id-reserved"] = save_as("default");
+    s["id-exists"] = [this] {
+      ExampleState state = ExampleStateDict(1);
+      ROCKSDCP_RETURN_IF_ERROR(SaveDict(state.dict, "step-100").status());
+      return SaveDict(state.dict, "step-100").status();
+    };
+    s["id-unknown"] = [this] {
+      ExampleState into = EmptyExampleStateDict();
+      return LoadDict(&into.dict, "step-100");
+    };
+    s["dtype-mismatch"] = [this] {
+      OwnedTensor w = RandomTensor(DType::kBFloat16, {4, 8}, 1);
+      ROCKSDCP_RETURN_IF_ERROR(SaveDict({{"layer.w", w.view}}, "c").status());
+      OwnedTensor into = ZeroTensor(DType::kFloat32, {4, 8});
+      StateDict sd{{"layer.w", into.view}};
+      return LoadDict(&sd, "c");
+    };
+    s["shape-mismatch"] = [this] {
+      OwnedTensor w = RandomTensor(DType::kBFloat16, {4, 8}, 1);
+      ROCKSDCP_RETURN_IF_ERROR(SaveDict({{"layer.w", w.view}}, "c").status());
+      OwnedTensor into = ZeroTensor(DType::kBFloat16, {8, 4});
+      StateDict sd{{"layer.w", into.view}};
+      return LoadDict(&sd, "c");
+    };
+    s["fqn-missing"] = [this] {
+      OwnedTensor w = RandomTensor(DType::kFloat32, {4}, 1);
+      ROCKSDCP_RETURN_IF_ERROR(SaveDict({{"layer.w", w.view}}, "c").status());
+      OwnedTensor into = ZeroTensor(DType::kFloat32, {4});
+      StateDict sd{{"layer.w", into.view}, {"layer.b", into.view}};
+      return LoadDict(&sd, "c");
+    };
+    s["store-locked"] = [this] {
+      CloseStore();
+      LockHolder holder(store_path());
+      EXPECT_TRUE(holder.ready());
+      return Store::Open(store_path()).status();
+    };
+    s["store-missing"] = [this] {
+      CloseStore();
+      return Store::Open(dir_.Sub("nowhere"), {.create_if_missing = false})
+          .status();
+    };
+    s["read-only-save"] = [this] {
+      CloseStore();
+      OpenStore({.read_only = true});
+      ExampleState state = ExampleStateDict(1);
+      return SaveDict(state.dict, "c").status();
+    };
+    s["piece-corrupt"] = [this] {
+      OwnedTensor w = RandomTensor(DType::kUInt8, {4, 4096}, 1);
+      ROCKSDCP_RETURN_IF_ERROR(
+          SaveDict({{"w", w.view}}, "c", {.max_piece_bytes = 4096}).status());
+      CloseStore();
+      std::vector<std::string> ssts = SstFiles();
+      EXPECT_FALSE(ssts.empty());
+      if (!ssts.empty()) FlipByte(ssts[0], 2 * 4096 + 100);
+      OpenStore();
+      OwnedTensor into = ZeroTensor(DType::kUInt8, {4, 4096});
+      StateDict sd{{"w", into.view}};
+      return LoadDict(&sd, "c");
+    };
+    s["tensor-too-large"] = [this] {
+      std::vector<uint8_t> byte(1);
+      TensorView huge;
+      huge.dtype = DType::kFloat32;
+      huge.sizes = {int64_t{1} << 31, int64_t{1} << 31};
+      huge.data = byte.data();
+      return SaveDict({{"huge", huge}}, "c").status();
+    };
+    s["tensor-null-data"] = [this] {
+      TensorView t;
+      t.dtype = DType::kFloat32;
+      t.sizes = {4};
+      return SaveDict({{"w", t}}, "c").status();
+    };
+    s["tensor-not-on-cpu"] = [] {
+      float data[4] = {};
+      int64_t shape[1] = {4};
+      DLTensor t{};
+      t.data = data;
+      t.device = {kDLCUDA, 0};
+      t.ndim = 1;
+      t.dtype = {kDLFloat, 32, 1};
+      t.shape = shape;
+      return FromDLPack(t).status();
+    };
+    s["disk-full"] = [this] {
+      // The disk fills up while the save writes its staging file.
+      CloseStore();
+      auto fs = std::make_shared<FaultFs>(dir_.path().string());
+      ROCKSDCP_ASSIGN_OR_RETURN(store_,
+                                StoreImpl::Open(store_path(), {}, fs));
+      fs->InjectFault(1, kOpWrite, FaultType::kNoSpace, /*sticky=*/true);
+      ExampleState state = ExampleStateDict(1);
+      return SaveDict(state.dict, "step-100").status();
+    };
+    s["piece-size-out-of-range"] = [this] {
+      return store_->NewWriter({.max_piece_bytes = 0}).status();
+    };
+    return s;
+  }
+};
+
+TEST_P(ErrorTableTest, MessageIsTheDocumentedOne) {
+  const std::string name = GetParam();
+  auto scenarios = Scenarios();
+  ASSERT_TRUE(scenarios.count(name) > 0) << "no scenario " << name;
+  const Row got = Produce(scenarios[name]);
+  if (std::getenv("ROCKSDCP_PRINT_ERRORS") != nullptr) {
+    std::cout << "| `" << name << "` | | " << got.code << " | `"
+              << got.message << "` |\n";
+  }
+  ASSERT_NE(got.code, "OK") << name << " did not fail";
+  const std::map<std::string, Row> doc = ReadDoc();
+  auto it = doc.find(name);
+  ASSERT_TRUE(it != doc.end()) << "docs/errors.md has no row `" << name << "`";
+  EXPECT_EQ(got.code, it->second.code);
+  EXPECT_EQ(got.message, it->second.message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Docs, ErrorTableTest, ::testing::ValuesIn(kScenarios),
+    [](const ::testing::TestParamInfo<const char*>& info) {
+      std::string name = info.param;
+      for (char& c : name) {
+        if (c == '-') c = '_';
+      }
+      return name;
+    });
+
+TEST(ErrorTableDocTest, EveryRowHasAScenario) {
+  const std::map<std::string, Row> doc = ReadDoc();
+  EXPECT_EQ(doc.size(), std::size(kScenarios));
+  for (const char* name : kScenarios) {
+    EXPECT_TRUE(doc.count(name) > 0) << "docs/errors.md lacks `" << name << "`";
+  }
+}
+
+}  // namespace
+}  // namespace rocksdcp::testing
