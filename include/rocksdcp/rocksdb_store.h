@@ -330,9 +330,8 @@ struct RocksDBReaderOptions {
 
   // Bounds the memory ReadData holds for what it reads: each thread holds
   // one piece (up to the max_piece_bytes the checkpoint was saved with)
-  // and up to 8 MiB of pieces read ahead at a time, so ReadData starts at
-  // most memory_budget / (largest piece of the plan + 8 MiB) threads, but
-  // always at least one. Not counted: the
+  // at a time, so ReadData starts at most memory_budget / (largest piece
+  // of the plan) threads, but always at least one. Not counted: the
   // destinations (the state dict itself), the store's kept buffers
   // (StoreOptions::read_buffer_pool_bytes), the 8 MiB block cache, and a
   // byte item of several pieces, which is assembled whole for LoadBytes.

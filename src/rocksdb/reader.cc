@@ -37,15 +37,6 @@ constexpr uint64_t kSmallPieceBytes = 256ull << 10;
 constexpr uint32_t kBatchItems = 64;
 constexpr uint64_t kBatchBytes = 4ull << 20;
 constexpr uint64_t kBatchPinnedBytes = kBatchBytes + kBatchItems * (16 << 10);
-// A box spanning several pieces is read in runs of consecutive pieces of up
-// to this many bytes, one task each, through an iterator that reads the run
-// ahead: one large read from the file instead of one per piece, which a
-// cold load needs and the kernel's readahead does not give two threads
-// reading one file. Each thread holds a run's read-ahead buffer.
-constexpr uint64_t kRunBytes = 8ull << 20;
-// What a piece adds to its data in the file: its key, FlatBuffers header
-// and block trailer.
-constexpr uint64_t kPieceFileOverhead = 1ull << 10;
 
 }  // namespace
 
@@ -435,16 +426,10 @@ Status RocksDBStorageReaderImpl::Plan(const ReadItem& ri, LoadPlanner& planner,
   }
   pr->dest = std::move(resolved).value();
   ROCKSDCP_RETURN_IF_ERROR(CheckDest(*pr, pr->dest));
-  const uint32_t per_task = static_cast<uint32_t>(
-      std::max<uint64_t>(1, kRunBytes / item.info.piece_bytes));
-  uint32_t runs = 0;
-  for (uint32_t p = pr->first_piece; p < pr->end_piece; p += per_task) {
-    Task task{index, p};
-    task.pieces = std::min(per_task, pr->end_piece - p);
-    tasks->push_back(task);
-    ++runs;
+  pr->pieces_left.store(pieces, std::memory_order_relaxed);
+  for (uint32_t p = pr->first_piece; p < pr->end_piece; ++p) {
+    tasks->push_back({index, p});
   }
-  pr->pieces_left.store(runs, std::memory_order_relaxed);
   return Status::OK();
 }
 
@@ -482,8 +467,7 @@ int RocksDBStorageReaderImpl::ThreadsFor(const std::vector<Task>& tasks,
         n, std::max<uint64_t>(1, payload_bytes / kBytesPerAutoThread)));
   }
   const uint64_t per_thread =
-      std::max(max_piece_bytes + kRunBytes, kBatchPinnedBytes) +
-      kPieceOverhead;
+      std::max(max_piece_bytes, kBatchPinnedBytes) + kPieceOverhead;
   n = static_cast<int>(std::min<uint64_t>(
       n, std::max<uint64_t>(1, options_.memory_budget / per_thread)));
   n = std::min<int>(n, kMaxThreads);
@@ -595,52 +579,24 @@ Status RocksDBStorageReaderImpl::ReadWholeTensor(Run& run, Worker& worker,
   return DeliverTensor(run, pr, &piece);
 }
 
-Status RocksDBStorageReaderImpl::ReadTensorPieces(Run& run, PlannedRead& pr,
-                                                  const Task& task) {
-  const uint64_t piece_bytes = pr.item.info.piece_bytes;
-  const uint64_t piece_elems = piece_bytes / DTypeSize(pr.item.dtype);
-  rocksdb::ReadOptions ro;
-  ro.fill_cache = options_.fill_cache;
-  ro.verify_checksums = true;
-  // The blocks after the first: RocksDB reads the first block and this
-  // much beyond it in one request.
-  ro.readahead_size = (task.pieces - 1) * (piece_bytes + kPieceFileOverhead);
-  std::unique_ptr<rocksdb::Iterator> it;
-  std::string key;
-  std::vector<int64_t> idx;
-  bool positioned = false;  // `it` is at the previous piece.
+Status RocksDBStorageReaderImpl::ReadTensorPiece(Run& run, Worker& worker,
+                                                 PlannedRead& pr, uint32_t p) {
+  const uint64_t piece_elems =
+      pr.item.info.piece_bytes / DTypeSize(pr.item.dtype);
+  const uint64_t piece_first = uint64_t{p} * piece_elems;
   uint64_t copied = 0;
-  for (uint32_t p = task.piece; p < task.piece + task.pieces; ++p) {
-    // A box can skip whole pieces (a few columns of a wide chunk): fetch
-    // only those it has elements in.
-    const uint64_t piece_first = uint64_t{p} * piece_elems;
-    const uint64_t r = FirstRowEndingAfter(pr, piece_first);
-    Unravel(r, pr.rows_per_step, pr.ri->lengths, &idx);
-    if (r >= pr.rows || RowStart(pr, idx) >= piece_first + piece_elems) {
-      positioned = false;
-      continue;
-    }
-    key = keys::PieceKey(pr.ri->storage_index, p);
-    if (it == nullptr) {
-      it.reset(store_->db()->NewIterator(ro, checkpoint_->cf.get()));
-    }
-    if (positioned) {
-      it->Next();
-    } else {
-      it->Seek(key);
-    }
-    positioned = true;
-    rocksdb::Status s = it->status();
-    if (s.ok() && (!it->Valid() || it->key() != rocksdb::Slice(key))) {
-      s = rocksdb::Status::NotFound();
-    }
+  // A box can skip whole pieces (a few columns of a wide chunk): fetch
+  // only those it has elements in.
+  const uint64_t r = FirstRowEndingAfter(pr, piece_first);
+  std::vector<int64_t> idx;
+  Unravel(r, pr.rows_per_step, pr.ri->lengths, &idx);
+  if (r < pr.rows && RowStart(pr, idx) < piece_first + piece_elems) {
     format::DecodedPiece piece;
-    ROCKSDCP_RETURN_IF_ERROR(VerifyPiece(
-        s, s.ok() ? it->value() : rocksdb::Slice(), key, pr, p, &piece));
-    copied += CopyBoxPart(pr, pr.dest, piece_first, piece);
+    ROCKSDCP_RETURN_IF_ERROR(FetchPiece(worker, pr, p, &piece));
+    copied = CopyBoxPart(pr, pr.dest, piece_first, piece);
   }
-  // The last run's task commits, once every copy is done (acq_rel orders
-  // the other tasks' copies before the commit).
+  // The last piece's task commits, once every copy is done (acq_rel
+  // orders the other tasks' copies before the commit).
   if (pr.pieces_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     Status committed = run.planner.CommitTensor(*pr.ri, pr.dest);
     if (!committed.ok()) {
@@ -718,7 +674,7 @@ Status RocksDBStorageReaderImpl::RunTask(Run& run, Worker& worker,
   if (task.batch > 0) return ReadBatch(run, worker, task);
   PlannedRead& pr = run.reads[task.read];
   if (pr.ri->type != LoadItemType::kTensor) return ReadBytes(run, worker, pr);
-  if (pr.split) return ReadTensorPieces(run, pr, task);
+  if (pr.split) return ReadTensorPiece(run, worker, pr, task.piece);
   return ReadWholeTensor(run, worker, pr);
 }
 

@@ -3,13 +3,12 @@
 //
 // ReadData first checks every read item of the plan against the metadata
 // (one pass, on the calling thread), then cuts the plan into tasks: one per
-// run of up to 8 MiB of consecutive pieces of a tensor box that spans
-// several pieces (read through an iterator that reads the run ahead in one
-// request), one per other item, and one per run of consecutive small
-// items, which are fetched with one MultiGet (one pass over the index).
-// Up to read_threads threads (the caller's among them) take tasks in plan
-// order, each holding at most one large piece and its run's read-ahead, or
-// one run of small items, at a time.
+// piece of a tensor box that spans several pieces, one per other item, and
+// one per run of consecutive small items, which are fetched with one
+// MultiGet (one pass over the index). Up to read_threads threads (the
+// caller's among them) take tasks in plan order, each fetching through
+// PinnableSlices of its own: at most one large piece, or one run of small
+// items, per thread at a time.
 //
 // Errors: what the first pass finds (metadata that does not match the plan,
 // a destination the planner refuses for a box spanning several pieces) is
@@ -109,15 +108,14 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     std::atomic<uint32_t> pieces_left{0};
   };
 
-  // A unit of work: pieces [piece, piece + pieces) of planned read `read`
-  // if it is split; with `batch` > 0, planned reads [read, read + batch),
-  // each of one small piece; else all of planned read `read`.
+  // A unit of work: piece `piece` of planned read `read` if it is split;
+  // with `batch` > 0, planned reads [read, read + batch), each of one small
+  // piece; else all of planned read `read`.
   struct Task {
     uint32_t read = 0;
     uint32_t piece = 0;
     uint32_t batch = 0;
     uint64_t batch_bytes = 0;
-    uint32_t pieces = 1;
   };
 
   // What one reading thread reuses from task to task.
@@ -161,9 +159,7 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
                        const format::DecodedPiece* piece);
   Status DeliverBytes(Run& run, PlannedRead& pr, std::string_view data);
   Status ReadWholeTensor(Run& run, Worker& worker, PlannedRead& pr);
-  // Reads the pieces of `task`, a run of consecutive pieces of a split
-  // box, through one iterator that reads ahead over the run.
-  Status ReadTensorPieces(Run& run, PlannedRead& pr, const Task& task);
+  Status ReadTensorPiece(Run& run, Worker& worker, PlannedRead& pr, uint32_t p);
   Status ReadBytes(Run& run, Worker& worker, PlannedRead& pr);
   Status ReadBatch(Run& run, Worker& worker, const Task& task);
   // Checks the planner's destination of a tensor read.

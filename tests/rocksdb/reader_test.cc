@@ -182,9 +182,8 @@ TEST_F(ReaderTest, CorruptPieceIsCaughtWithParallelReads) {
   }
 }
 
-TEST_F(ReaderTest, MissingPieceInsideARunIsCorruption) {
-  // 16 pieces of 4 KiB, read as one run through one iterator; piece 5's
-  // key is deleted, so the iterator steps from piece 4 straight to 6.
+TEST_F(ReaderTest, MissingPieceKeyIsCorruptionNamingThePiece) {
+  // 16 pieces of 4 KiB; piece 5's key is deleted.
   OwnedTensor big = RandomTensor(DType::kUInt8, {16, 4096}, 5);
   ASSERT_OK(SaveDict({{"t", big.view}}, "m", {.max_piece_bytes = 4096}));
   auto& impl = dynamic_cast<StoreImpl&>(*store_);
