@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "format/fb_util.h"
@@ -184,6 +185,64 @@ std::string EncodeMetadata(const Metadata& metadata) {
                                 storage_data, storage_meta),
              kMetadataIdentifier);
   return Finished(fbb);
+}
+
+namespace {
+
+// Generous per-object costs of a FlatBuffer: a table (its vtable, which
+// may be shared, fields and padding), and the length, terminator and
+// padding of a vector or string.
+constexpr uint64_t kTableBound = 128;
+constexpr uint64_t kVectorBound = 16;
+
+uint64_t BytesBound(uint64_t n) { return n + kVectorBound; }
+uint64_t LongsBound(size_t n) { return 8 * uint64_t{n} + kVectorBound; }
+
+}  // namespace
+
+uint64_t MetadataBytesBound(const Metadata& metadata) {
+  uint64_t bound = kTableBound + BytesBound(metadata.version.size()) +
+                   BytesBound(metadata.planner_data.size()) + 64;
+  bound += BytesBound(4 * metadata.state_dict_metadata.size());
+  for (const auto& [fqn, value] : metadata.state_dict_metadata) {
+    bound += kTableBound + BytesBound(fqn.size()) + kTableBound;
+    if (const auto* t = std::get_if<TensorStorageMetadata>(&value)) {
+      bound += kTableBound + LongsBound(t->size.size()) +
+               BytesBound(4 * t->chunks.size());
+      for (const ChunkStorageMetadata& c : t->chunks) {
+        bound += kTableBound + LongsBound(c.offsets.size()) +
+                 LongsBound(c.sizes.size());
+      }
+    }
+  }
+  bound += BytesBound(4 * metadata.storage_data.size());
+  for (const auto& [index, value] : metadata.storage_data) {
+    bound += 2 * kTableBound + BytesBound(index.fqn.size()) +
+             LongsBound(index.offset ? index.offset->size() : 0) +
+             BytesBound(value.size());
+  }
+  if (metadata.storage_meta) {
+    const StorageMeta& sm = *metadata.storage_meta;
+    bound += kTableBound + BytesBound(4 * sm.modules.size());
+    for (const auto* s : {&sm.checkpoint_id, &sm.save_id, &sm.load_id}) {
+      if (*s) bound += BytesBound(s->value().size());
+    }
+    for (const std::string& m : sm.modules) bound += BytesBound(m.size());
+  }
+  return bound;
+}
+
+Status CheckMetadataFits(const Metadata& metadata, uint64_t limit) {
+  const uint64_t bound = MetadataBytesBound(metadata);
+  if (bound <= limit) return Status::OK();
+  return Status::InvalidArgument(
+      "the checkpoint's metadata (" +
+      std::to_string(metadata.state_dict_metadata.size()) + " items, " +
+      std::to_string(metadata.storage_data.size()) +
+      " stored chunks) could take up to " + std::to_string(bound) +
+      " bytes, over the limit of " + std::to_string(limit) +
+      " (one FlatBuffer holds under 2 GiB): save the state dict as "
+      "several checkpoints, or with fewer, larger items");
 }
 
 Result<Metadata> DecodeMetadata(std::string_view value) {

@@ -13,7 +13,22 @@ namespace rocksdcp::format {
 
 inline constexpr char kMetadataIdentifier[] = "RDCM";
 
+// REQUIRES: CheckMetadataFits(metadata) is OK. FlatBuffers 2.0.8 does not
+// check its 2 GiB limit in release builds.
 std::string EncodeMetadata(const Metadata& metadata);
+
+// An upper bound on EncodeMetadata(metadata).size(), computed without
+// encoding: every string, vector and table with its largest padding and
+// bookkeeping.
+uint64_t MetadataBytesBound(const Metadata& metadata);
+
+// The most bytes a Metadata value may take: under FlatBuffers' 2 GiB.
+inline constexpr uint64_t kMaxMetadataBytes = (uint64_t{1} << 31) - (1 << 20);
+
+// InvalidArgument if MetadataBytesBound(metadata) exceeds `limit`, saying
+// how many items it holds and what to do.
+Status CheckMetadataFits(const Metadata& metadata,
+                         uint64_t limit = kMaxMetadataBytes);
 
 // Verifies and decodes a Metadata value. Beyond the FlatBuffers Verifier it
 // checks what a loader relies on, so untrusted bytes can't make it misbehave:

@@ -682,6 +682,8 @@ Status RocksDBStorageWriterImpl::Finish(
     }
   }
   metadata->storage_meta = GetStorageMeta();
+  ROCKSDCP_RETURN_IF_ERROR(
+      format::CheckMetadataFits(*metadata).WithContext(Where()));
   for (auto& [file, range] : files) {
     request.files.push_back(file);
     request.key_ranges.push_back(std::move(range));

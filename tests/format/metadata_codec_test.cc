@@ -74,6 +74,47 @@ class MetadataCodecTest : public ::testing::Test {
   }
 };
 
+TEST_F(MetadataCodecTest, BoundCoversTheEncodedSize) {
+  std::vector<Metadata> cases = {Metadata(), SmallMetadata(), FullMetadata()};
+  // Many items with long names and wide chunk lists, as a sharded
+  // optimizer state has.
+  Metadata big;
+  for (int i = 0; i < 2000; ++i) {
+    TensorStorageMetadata t;
+    t.size = {64, 64, 3};
+    for (int64_t r = 0; r < 64; r += 16) {
+      t.chunks.push_back({{r, 0, 0}, {16, 64, 3}});
+    }
+    const std::string fqn = "optim.state." + std::to_string(i) +
+                            std::string(static_cast<size_t>(i % 97), 'x');
+    big.state_dict_metadata[fqn] = t;
+    for (size_t c = 0; c < t.chunks.size(); ++c) {
+      big.storage_data[MetadataIndex(fqn, t.chunks[c].offsets,
+                                     static_cast<int>(c))] =
+          std::string(static_cast<size_t>(i % 41), 'v');
+    }
+  }
+  big.planner_data = std::string(1000, 'p');
+  cases.push_back(big);
+  for (const Metadata& m : cases) {
+    const uint64_t encoded = EncodeMetadata(m).size();
+    const uint64_t bound = MetadataBytesBound(m);
+    EXPECT_LE(encoded, bound);
+    // Not so loose that it refuses what would fit many times over.
+    EXPECT_LE(bound, 8 * encoded + 1024);
+  }
+}
+
+TEST_F(MetadataCodecTest, MetadataOverTheLimitIsRefusedNamingWhatToDo) {
+  const Metadata m = FullMetadata();
+  EXPECT_OK(CheckMetadataFits(m));
+  EXPECT_THAT(CheckMetadataFits(m, /*limit=*/100),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("4 items, 4 stored chunks"),
+                             HasSubstr("over the limit of 100"),
+                             HasSubstr("several checkpoints"))));
+}
+
 TEST_F(MetadataCodecTest, RoundTripsEveryField) {
   const Metadata m = FullMetadata();
   ASSERT_OK_AND_ASSIGN(Metadata back, RoundTrip(m));
