@@ -1,4 +1,4 @@
-# The ctest test install.find_package_consumer (declared in
+# The ctest test install.find_package_and_pkg_config (declared in
 # tests/CMakeLists.txt) runs this script with cmake -P. It checks that an
 # installed rocksdcp works for an outside project, the way a user gets it:
 #
@@ -7,6 +7,9 @@
 #      against that prefix only, in WORK_DIR/build
 #   3. build it
 #   4. run it: it saves a tiny state dict and loads it back
+#   5. build the same program with `c++ -std=c++20 main.cc
+#      $(pkg-config --cflags --libs rocksdcp)` against the prefix's
+#      rocksdcp.pc (when PKG_CONFIG is given), and run it
 #
 # Any failing step fails the test with that step's output.
 
@@ -70,3 +73,24 @@ run_step(build ${CMAKE_COMMAND} --build "${consumer_build}")
 
 run_step(run "${consumer_build}/app")
 message(STATUS "install test: app says: ${step_output}")
+
+# 5. pkg-config, as a Makefile user would.
+if(DEFINED PKG_CONFIG AND NOT PKG_CONFIG STREQUAL "")
+  file(GLOB_RECURSE pc_files "${prefix}/*/rocksdcp.pc")
+  list(LENGTH pc_files found)
+  if(NOT found EQUAL 1)
+    message(FATAL_ERROR "install test: expected one rocksdcp.pc under "
+                        "${prefix}, found: ${pc_files}")
+  endif()
+  get_filename_component(pc_dir "${pc_files}" DIRECTORY)
+  run_step(pkg-config
+    ${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${pc_dir}"
+    ${PKG_CONFIG} --cflags --libs rocksdcp)
+  string(STRIP "${step_output}" pc_flags)
+  separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+  run_step(pkg-config-build
+    "${parent_CMAKE_CXX_COMPILER}" -std=c++20
+    "${CONSUMER_SOURCE_DIR}/main.cc" ${pc_flags} -o "${WORK_DIR}/app-pc")
+  run_step(pkg-config-run "${WORK_DIR}/app-pc")
+  message(STATUS "install test: pkg-config app says: ${step_output}")
+endif()
