@@ -7,6 +7,7 @@
 #      against that prefix only, in WORK_DIR/build
 #   3. build it
 #   4. run it: it saves a tiny state dict and loads it back
+#   (the installed CLI, bin/rocksdcp, answers --help)
 #   5. build the same program with `c++ -std=c++20 main.cc
 #      $(pkg-config --cflags --libs rocksdcp)` against the prefix's
 #      rocksdcp.pc (when PKG_CONFIG is given), and run it
@@ -58,6 +59,11 @@ endfunction()
 
 run_step(install
   ${CMAKE_COMMAND} --install "${ROCKSDCP_BUILD_DIR}" --prefix "${prefix}")
+
+# The CLI comes with the library, when it is built.
+if(EXISTS "${ROCKSDCP_BUILD_DIR}/tools")
+  run_step(cli "${prefix}/bin/rocksdcp" --help)
+endif()
 
 # Only the fresh prefix may satisfy find_package: no package registry, so a
 # build tree registered on this machine can't stand in for the install.

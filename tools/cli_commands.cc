@@ -1,0 +1,496 @@
+// The rocksdcp CLI's commands: see cli_commands.h and tools/README.md.
+
+#include "cli_commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+
+#include "cli_json.h"
+#include "formats.h"
+#include "rocksdcp/rocksdcp.h"
+
+namespace rocksdcp::tools {
+namespace {
+
+int Fail(const char* cmd, const std::string& msg) {
+  std::fprintf(stderr, "rocksdcp %s: %s\n", cmd, msg.c_str());
+  return kExitFailed;
+}
+
+int Fail(const char* cmd, const Status& s) {
+  return Fail(cmd, std::string(StatusCodeName(s.code())) + ": " + s.message());
+}
+
+// Opens `path` read-only (read commands) or read-write (commands that change
+// the store). A missing store is never created, except by import.
+Result<std::unique_ptr<Store>> OpenStore(const char* cmd,
+                                         const std::string& path,
+                                         bool read_only, bool create = false) {
+  StoreOptions options;
+  options.read_only = read_only;
+  options.create_if_missing = create;
+  Result<std::unique_ptr<Store>> store = Store::Open(path, options);
+  if (store.ok()) return store;
+  const Status& s = store.status();
+  if (s.code() == StatusCode::kBusy) {
+    return Status(
+        StatusCode::kBusy,
+        "store '" + path +
+            "' is locked by another process (a "
+            "trainer or another rocksdcp holds it open read-write); "
+            "'" +
+            cmd +
+            "' changes the store, so it needs that process "
+            "to close it first. Read commands (ls, info, verify, dump, "
+            "export) work meanwhile. [" +
+            s.message() + "]");
+  }
+  return Status(s.code(), "cannot open store '" + path + "': " + s.message());
+}
+
+void PrintJson(JsonWriter& j) { std::printf("%s\n", j.str().c_str()); }
+
+std::string HumanBytes(uint64_t b) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " B", b);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
+  }
+  return buf;
+}
+
+// "2026-11-30T09:45:59Z".
+std::string TimeString(int64_t unix_micros) {
+  std::time_t t = static_cast<std::time_t>(unix_micros / 1000000);
+  std::tm tm{};
+  if (gmtime_r(&t, &tm) == nullptr) return "?";
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+const char* StateName(CheckpointState s) {
+  return s == CheckpointState::kCommitted ? "committed" : "unknown";
+}
+
+void CheckpointJson(JsonWriter& j, const CheckpointInfo& c) {
+  j.BeginObject();
+  j.Key("id").String(c.id);
+  j.Key("state").String(StateName(c.state));
+  j.Key("created_unix_micros").Int(c.created_unix_micros);
+  j.Key("created").String(TimeString(c.created_unix_micros));
+  j.Key("bytes").Uint(c.bytes);
+  j.Key("items").Uint(c.items);
+  j.Key("world_size").Int(c.world_size);
+  j.EndObject();
+}
+
+std::string Shape(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  return s + "]";
+}
+
+// numel * element size; nullopt for a negative size or an overflow
+// (metadata comes from disk).
+std::optional<uint64_t> TensorBytes(const TensorStorageMetadata& t) {
+  uint64_t n = DTypeSize(t.properties.dtype);
+  for (int64_t d : t.size) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) {
+      return std::nullopt;
+    }
+  }
+  return n;
+}
+
+// A one-line progress bar on stderr, redrawn when the percentage changes.
+class ProgressBar {
+ public:
+  void Update(const Progress& p) {
+    int pct = p.bytes_total == 0
+                  ? 100
+                  : static_cast<int>(std::min<uint64_t>(
+                        100, p.bytes_done * 100 / p.bytes_total));
+    if (pct == last_pct_) return;
+    last_pct_ = pct;
+    int filled = pct * 30 / 100;
+    std::fprintf(
+        stderr, "\rverifying [%s%s] %3d%% %s, %" PRIu64 "/%" PRIu64 " items",
+        std::string(filled, '#').c_str(), std::string(30 - filled, ' ').c_str(),
+        pct, HumanBytes(p.bytes_done).c_str(), p.items_done, p.items_total);
+    drawn_ = true;
+  }
+  void Finish() {
+    if (drawn_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  int last_pct_ = -1;
+  bool drawn_ = false;
+};
+
+// Deletes `ids` (already checked to exist), reporting each.
+int DeleteAll(const char* cmd, Store& store, const Args& a,
+              const std::vector<std::string>& ids,
+              const std::vector<std::string>& kept) {
+  const bool json = a.json;
+  std::vector<std::string> deleted;
+  Status failed;
+  for (const std::string& id : ids) {
+    failed = store.Delete(id);
+    if (!failed.ok()) break;
+    deleted.push_back(id);
+    if (!json) std::printf("deleted %s\n", id.c_str());
+  }
+  if (json) {
+    JsonWriter j;
+    j.BeginObject().Key("store").String(a.positional[0]);
+    j.Key("deleted").BeginArray();
+    for (const std::string& id : deleted) j.String(id);
+    j.EndArray().Key("kept").BeginArray();
+    for (const std::string& id : kept) j.String(id);
+    j.EndArray().EndObject();
+    PrintJson(j);
+  }
+  return failed.ok() ? kExitOk : Fail(cmd, failed);
+}
+
+void StatsJson(JsonWriter& j, const TransferStats& st) {
+  j.Key("tensors").Uint(st.tensors).Key("byte_items").Uint(st.byte_items);
+  j.Key("bytes").Uint(st.bytes);
+}
+
+}  // namespace
+
+int RunLs(const Args& a) {
+  auto store = OpenStore("ls", a.positional[0], /*read_only=*/true);
+  if (!store.ok()) return Fail("ls", store.status());
+  auto list = (*store)->List();
+  if (!list.ok()) return Fail("ls", list.status());
+  if (a.json) {
+    JsonWriter j;
+    j.BeginObject().Key("store").String(a.positional[0]);
+    j.Key("checkpoints").BeginArray();
+    for (const CheckpointInfo& c : *list) CheckpointJson(j, c);
+    j.EndArray().EndObject();
+    PrintJson(j);
+    return kExitOk;
+  }
+  std::printf("%-24s %-10s %-20s %12s %8s %6s\n", "ID", "STATE", "CREATED",
+              "BYTES", "ITEMS", "WORLD");
+  for (const CheckpointInfo& c : *list) {
+    std::printf("%-24s %-10s %-20s %12s %8" PRIu64 " %6d\n", c.id.c_str(),
+                StateName(c.state), TimeString(c.created_unix_micros).c_str(),
+                HumanBytes(c.bytes).c_str(), c.items, c.world_size);
+  }
+  return kExitOk;
+}
+
+int RunInfo(const Args& a) {
+  const std::string& path = a.positional[0];
+  const std::string& id = a.positional[1];
+  auto store = OpenStore("info", path, /*read_only=*/true);
+  if (!store.ok()) return Fail("info", store.status());
+  auto info = (*store)->Info(id);
+  if (!info.ok()) return Fail("info", info.status());
+  auto reader = (*store)->NewReader();
+  if (!reader.ok()) return Fail("info", reader.status());
+  if (Status s = (*reader)->Reset(id); !s.ok()) return Fail("info", s);
+  auto md = (*reader)->ReadMetadata();
+  if (!md.ok()) return Fail("info", md.status());
+
+  JsonWriter j;
+  if (a.json) {
+    j.BeginObject().Key("store").String(path).Key("checkpoint");
+    CheckpointJson(j, *info);
+    j.Key("items").BeginArray();
+  } else {
+    std::printf("checkpoint %s: %s, created %s, %s in %" PRIu64
+                " items, world size %d\n",
+                id.c_str(), StateName(info->state),
+                TimeString(info->created_unix_micros).c_str(),
+                HumanBytes(info->bytes).c_str(), info->items, info->world_size);
+    std::printf("%-40s %-10s %-20s %7s %12s\n", "FQN", "DTYPE", "SHAPE",
+                "CHUNKS", "BYTES");
+  }
+  for (const auto& [fqn, meta] : md->state_dict_metadata) {
+    const auto* t = std::get_if<TensorStorageMetadata>(&meta);
+    if (a.json) {
+      j.BeginObject().Key("fqn").String(fqn);
+      if (t != nullptr) {
+        std::optional<uint64_t> bytes = TensorBytes(*t);
+        j.Key("type").String("tensor");
+        j.Key("dtype").String(DTypeName(t->properties.dtype));
+        j.Key("shape").IntArray(t->size);
+        j.Key("chunks").Uint(t->chunks.size());
+        j.Key("bytes");
+        if (bytes)
+          j.Uint(*bytes);
+        else
+          j.Null();
+      } else {
+        j.Key("type").String("bytes");
+        j.Key("dtype").Null().Key("shape").Null();
+        j.Key("chunks").Uint(1).Key("bytes").Null();
+      }
+      j.EndObject();
+    } else if (t != nullptr) {
+      std::optional<uint64_t> bytes = TensorBytes(*t);
+      std::printf("%-40s %-10s %-20s %7zu %12s\n", fqn.c_str(),
+                  std::string(DTypeName(t->properties.dtype)).c_str(),
+                  Shape(t->size).c_str(), t->chunks.size(),
+                  bytes ? std::to_string(*bytes).c_str() : "?");
+    } else {
+      std::printf("%-40s %-10s %-20s %7d %12s\n", fqn.c_str(), "bytes", "-", 1,
+                  "-");
+    }
+  }
+  if (a.json) {
+    j.EndArray().EndObject();
+    PrintJson(j);
+  }
+  return kExitOk;
+}
+
+int RunVerify(const Args& a) {
+  const std::string& path = a.positional[0];
+  // A fresh read-only Store: nothing cached, every byte read from disk.
+  auto store = OpenStore("verify", path, /*read_only=*/true);
+  if (!store.ok()) return Fail("verify", store.status());
+  VerifyOptions options;
+  options.checkpoint_ids.assign(a.positional.begin() + 1, a.positional.end());
+  ProgressBar bar;
+  if (isatty(2))
+    options.progress = [&bar](const Progress& p) { bar.Update(p); };
+  auto report = (*store)->Verify(options);
+  bar.Finish();
+  if (!report.ok()) return Fail("verify", report.status());
+
+  JsonWriter j;
+  if (a.json) {
+    j.BeginObject().Key("store").String(path);
+    j.Key("ok").Bool(report->ok()).Key("checkpoints").BeginArray();
+  }
+  for (const CheckpointVerifyReport& c : report->checkpoints) {
+    if (a.json) {
+      j.BeginObject().Key("id").String(c.checkpoint_id);
+      j.Key("ok").Bool(c.ok());
+      j.Key("items_checked").Uint(c.items_checked);
+      j.Key("pieces_checked").Uint(c.pieces_checked);
+      j.Key("bytes_checked").Uint(c.bytes_checked);
+      j.Key("problems").BeginArray();
+      for (const VerifyProblem& p : c.problems) {
+        j.BeginObject().Key("item");
+        if (p.item)
+          j.String(p.item->fqn);
+        else
+          j.Null();
+        j.Key("index");
+        if (p.item)
+          j.String(p.item->ToString());
+        else
+          j.Null();
+        j.Key("piece");
+        if (p.piece)
+          j.Uint(*p.piece);
+        else
+          j.Null();
+        j.Key("code").String(StatusCodeName(p.status.code()));
+        j.Key("message").String(p.status.message());
+        j.EndObject();
+      }
+      j.EndArray().Key("unlisted_problems").Uint(c.unlisted_problems);
+      j.EndObject();
+      continue;
+    }
+    if (c.ok()) {
+      std::printf("%s: ok (%" PRIu64 " items, %" PRIu64 " pieces, %s)\n",
+                  c.checkpoint_id.c_str(), c.items_checked, c.pieces_checked,
+                  HumanBytes(c.bytes_checked).c_str());
+      continue;
+    }
+    std::printf("%s: CORRUPTED (%zu problems)\n", c.checkpoint_id.c_str(),
+                c.problems.size() + static_cast<size_t>(c.unlisted_problems));
+    for (const VerifyProblem& p : c.problems) {
+      std::string where = p.item ? p.item->ToString() : "(checkpoint)";
+      if (p.piece) where += " piece " + std::to_string(*p.piece);
+      std::printf("  %s: %s\n", where.c_str(), p.status.message().c_str());
+    }
+    if (c.unlisted_problems > 0) {
+      std::printf("  ... and %" PRIu64 " more problems not listed\n",
+                  c.unlisted_problems);
+    }
+  }
+  if (a.json) {
+    j.EndArray().EndObject();
+    PrintJson(j);
+  }
+  if (!report->ok()) {
+    std::fprintf(stderr, "rocksdcp verify: store '%s' has corrupted items\n",
+                 path.c_str());
+    return kExitCorrupt;
+  }
+  return kExitOk;
+}
+
+int RunRm(const Args& a) {
+  auto store = OpenStore("rm", a.positional[0], /*read_only=*/false);
+  if (!store.ok()) return Fail("rm", store.status());
+  std::vector<std::string> ids(a.positional.begin() + 1, a.positional.end());
+  // Every id must exist before anything is deleted: a typo deletes nothing.
+  for (const std::string& id : ids) {
+    if (auto info = (*store)->Info(id); !info.ok()) {
+      return Fail("rm",
+                  Status(info.status().code(),
+                         info.status().message() + "; nothing was deleted"));
+    }
+  }
+  return DeleteAll("rm", **store, a, ids, {});
+}
+
+int RunKeepLast(const Args& a) {
+  const std::string& n_arg = a.positional[1];
+  uint64_t n = 0;
+  if (n_arg.empty() || n_arg.size() > 9 ||
+      !std::all_of(n_arg.begin(), n_arg.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    std::fprintf(stderr,
+                 "rocksdcp keep-last: N must be a non-negative integer, not "
+                 "'%s'\n",
+                 n_arg.c_str());
+    return kExitUsage;
+  }
+  n = std::stoull(n_arg);
+  auto store = OpenStore("keep-last", a.positional[0], /*read_only=*/false);
+  if (!store.ok()) return Fail("keep-last", store.status());
+  auto list = (*store)->List();
+  if (!list.ok()) return Fail("keep-last", list.status());
+  // Newest first, by created time (ties by id, for a stable choice).
+  std::vector<CheckpointInfo> sorted = *list;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const CheckpointInfo& x, const CheckpointInfo& y) {
+                     if (x.created_unix_micros != y.created_unix_micros) {
+                       return x.created_unix_micros > y.created_unix_micros;
+                     }
+                     return x.id > y.id;
+                   });
+  std::vector<std::string> kept, doomed;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    (i < n ? kept : doomed).push_back(sorted[i].id);
+  }
+  if (!a.json) {
+    for (const std::string& id : kept) std::printf("keeping %s\n", id.c_str());
+  }
+  return DeleteAll("keep-last", **store, a, doomed, kept);
+}
+
+int RunGc(const Args& a) {
+  bool dry = a.has("--dry-run");
+  auto store = OpenStore("gc", a.positional[0], /*read_only=*/false);
+  if (!store.ok()) return Fail("gc", store.status());
+  auto report = (*store)->CollectGarbage(dry);
+  if (!report.ok()) return Fail("gc", report.status());
+  if (a.json) {
+    JsonWriter j;
+    j.BeginObject().Key("store").String(a.positional[0]);
+    j.Key("dry_run").Bool(dry);
+    j.Key("dropped_column_families").BeginArray();
+    for (const auto& cf : report->dropped_column_families) j.String(cf);
+    j.EndArray().Key("deleted_staging_files").BeginArray();
+    for (const auto& f : report->deleted_staging_files) j.String(f);
+    j.EndArray().Key("freed_bytes").Uint(report->freed_bytes).EndObject();
+    PrintJson(j);
+    return kExitOk;
+  }
+  const char* verb = dry ? "would drop" : "dropped";
+  for (const auto& cf : report->dropped_column_families) {
+    std::printf("%s column family %s\n", verb, cf.c_str());
+  }
+  for (const auto& f : report->deleted_staging_files) {
+    std::printf("%s staging file %s\n", dry ? "would delete" : "deleted",
+                f.c_str());
+  }
+  std::printf("%s %s (%" PRIu64 " bytes)\n", dry ? "would free" : "freed",
+              HumanBytes(report->freed_bytes).c_str(), report->freed_bytes);
+  return kExitOk;
+}
+
+int RunDump(const Args& a) {
+  auto store = OpenStore("dump", a.positional[0], /*read_only=*/true);
+  if (!store.ok()) return Fail("dump", store.status());
+  const std::string& out = a.flags.at("--npy");
+  Status s = DumpNpy(**store, a.positional[1], a.positional[2], out);
+  if (!s.ok()) return Fail("dump", s);
+  if (a.json) {
+    JsonWriter j;
+    j.BeginObject()
+        .Key("fqn")
+        .String(a.positional[2])
+        .Key("npy")
+        .String(out)
+        .EndObject();
+    PrintJson(j);
+  } else {
+    std::printf("wrote %s to %s\n", a.positional[2].c_str(), out.c_str());
+  }
+  return kExitOk;
+}
+
+int RunExport(const Args& a) {
+  auto store = OpenStore("export", a.positional[0], /*read_only=*/true);
+  if (!store.ok()) return Fail("export", store.status());
+  const std::string& out = a.flags.at("--safetensors");
+  auto st = ExportSafetensors(**store, a.positional[1], out);
+  if (!st.ok()) return Fail("export", st.status());
+  if (a.json) {
+    JsonWriter j;
+    j.BeginObject().Key("safetensors").String(out);
+    StatsJson(j, *st);
+    PrintJson(j.EndObject());
+  } else {
+    std::printf("wrote %" PRIu64 " tensors, %" PRIu64
+                " byte items (%s) to %s\n",
+                st->tensors, st->byte_items, HumanBytes(st->bytes).c_str(),
+                out.c_str());
+  }
+  return kExitOk;
+}
+
+int RunImport(const Args& a) {
+  auto store = OpenStore("import", a.positional[1], /*read_only=*/false,
+                         /*create=*/true);
+  if (!store.ok()) return Fail("import", store.status());
+  auto st = ImportSafetensors(a.positional[0], **store, a.positional[2],
+                              a.has("--overwrite"));
+  if (!st.ok()) return Fail("import", st.status());
+  if (a.json) {
+    JsonWriter j;
+    j.BeginObject().Key("id").String(a.positional[2]);
+    StatsJson(j, *st);
+    PrintJson(j.EndObject());
+  } else {
+    std::printf("imported %" PRIu64 " tensors, %" PRIu64
+                " byte items (%s) as %s\n",
+                st->tensors, st->byte_items, HumanBytes(st->bytes).c_str(),
+                a.positional[2].c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace rocksdcp::tools

@@ -1,0 +1,206 @@
+// rocksdcp: inspect, check and prune a checkpoint store from the shell.
+// See tools/README.md for the commands and exit codes. This file parses the
+// command line; cli_commands.cc runs the commands.
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_commands.h"
+
+namespace rocksdcp::tools {
+namespace {
+
+struct Command {
+  const char* name;
+  const char* usage;    // After "rocksdcp NAME ".
+  const char* summary;  // One line.
+  int min_positional;
+  int max_positional;  // -1: no limit.
+  std::vector<std::string> bool_flags;
+  std::vector<std::string> value_flags;
+  int (*run)(const Args&);
+};
+
+void PrintUsage(FILE* f, const Command& c) {
+  std::fprintf(f, "usage: rocksdcp %s %s\n\n%s\n", c.name, c.usage, c.summary);
+  std::fprintf(f,
+               "\nOptions:\n  --json   print JSON on stdout\n"
+               "  --help   print this help\n");
+  for (const std::string& flag : c.bool_flags) {
+    if (flag == "--dry-run") {
+      std::fprintf(f, "  --dry-run  only report what would be freed\n");
+    } else if (flag == "--overwrite") {
+      std::fprintf(f, "  --overwrite  replace checkpoint ID if it exists\n");
+    }
+  }
+}
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> kCommands = {
+      {"ls",
+       "STORE",
+       "Lists the committed checkpoints, oldest first: id, "
+       "state, created time, bytes, items, world size.",
+       1,
+       1,
+       {},
+       {},
+       RunLs},
+      {"info",
+       "STORE ID",
+       "Lists every item of checkpoint ID: fqn, dtype, "
+       "global shape, chunks, bytes.",
+       2,
+       2,
+       {},
+       {},
+       RunInfo},
+      {"verify",
+       "STORE [ID...]",
+       "Reads every piece of the named "
+       "checkpoints (all, if none are named) and checks its checksum; lists "
+       "every corrupted item and exits 3 if there is one.",
+       1,
+       -1,
+       {},
+       {},
+       RunVerify},
+      {"rm",
+       "STORE ID...",
+       "Deletes the named checkpoints (none, if one of "
+       "them does not exist).",
+       2,
+       -1,
+       {},
+       {},
+       RunRm},
+      {"keep-last",
+       "STORE N",
+       "Deletes all but the newest N committed "
+       "checkpoints, by created time.",
+       2,
+       2,
+       {},
+       {},
+       RunKeepLast},
+      {"gc",
+       "STORE [--dry-run]",
+       "Drops uncommitted column families and "
+       "staging leftovers, and says what it freed.",
+       1,
+       1,
+       {"--dry-run"},
+       {},
+       RunGc},
+      {"dump",
+       "STORE ID FQN --npy OUT",
+       "Writes one tensor, reassembled "
+       "from its chunks, as a NumPy .npy file.",
+       3,
+       3,
+       {},
+       {"--npy"},
+       RunDump},
+      {"export",
+       "STORE ID --safetensors OUT",
+       "Writes checkpoint ID as a "
+       "safetensors file.",
+       2,
+       2,
+       {},
+       {"--safetensors"},
+       RunExport},
+      {"import",
+       "FILE.safetensors STORE ID [--overwrite]",
+       "Saves a "
+       "safetensors file into STORE as checkpoint ID (creating the store if "
+       "missing).",
+       3,
+       3,
+       {"--overwrite"},
+       {},
+       RunImport},
+  };
+  return kCommands;
+}
+
+void PrintMainUsage(FILE* f) {
+  std::fprintf(f,
+               "usage: rocksdcp COMMAND ARGS... [--json] [--help]\n\n"
+               "Commands:\n");
+  for (const Command& c : Commands()) {
+    std::fprintf(f, "  %-10s %s\n", c.name, c.usage);
+  }
+  std::fprintf(f, "\n'rocksdcp COMMAND --help' describes one command.\n");
+}
+
+int Usage(const Command& c, const std::string& msg) {
+  std::fprintf(stderr, "rocksdcp %s: %s\n", c.name, msg.c_str());
+  PrintUsage(stderr, c);
+  return kExitUsage;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintMainUsage(stderr);
+    return kExitUsage;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    PrintMainUsage(stdout);
+    return kExitOk;
+  }
+  const Command* cmd = nullptr;
+  for (const Command& c : Commands()) {
+    if (name == c.name) cmd = &c;
+  }
+  if (cmd == nullptr) {
+    std::fprintf(stderr, "rocksdcp: unknown command '%s'\n", name.c_str());
+    PrintMainUsage(stderr);
+    return kExitUsage;
+  }
+  Args a;
+  bool only_positional = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (only_positional || arg.size() < 2 || arg.rfind("-", 0) != 0) {
+      a.positional.push_back(arg);
+    } else if (arg == "--") {
+      only_positional = true;
+    } else if (arg == "--help" || arg == "-h") {
+      a.help = true;
+    } else if (arg == "--json") {
+      a.json = true;
+    } else if (std::count(cmd->bool_flags.begin(), cmd->bool_flags.end(),
+                          arg)) {
+      a.flags[arg] = "";
+    } else if (std::count(cmd->value_flags.begin(), cmd->value_flags.end(),
+                          arg)) {
+      if (i + 1 >= argc) return Usage(*cmd, arg + " needs a value");
+      a.flags[arg] = argv[++i];
+    } else {
+      return Usage(*cmd, "unknown option '" + arg + "'");
+    }
+  }
+  if (a.help) {
+    PrintUsage(stdout, *cmd);
+    return kExitOk;
+  }
+  int n = static_cast<int>(a.positional.size());
+  if (n < cmd->min_positional ||
+      (cmd->max_positional >= 0 && n > cmd->max_positional)) {
+    return Usage(*cmd, "expected " + std::string(cmd->usage) + ", got " +
+                           std::to_string(n) + " arguments");
+  }
+  for (const std::string& f : cmd->value_flags) {
+    if (!a.has(f)) return Usage(*cmd, f + " is required");
+  }
+  return cmd->run(a);
+}
+
+}  // namespace
+}  // namespace rocksdcp::tools
+
+int main(int argc, char** argv) { return rocksdcp::tools::Main(argc, argv); }
