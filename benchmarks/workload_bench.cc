@@ -29,6 +29,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,27 @@ Status LoadOnce(Store& store, StateDict& dict, const std::string& id) {
   return Load(&dict, *reader, {.checkpoint_id = id});
 }
 
+// The load cases' loop, after their setup (`setup` its status): one
+// untimed load, which checks the setup and, since RocksDB's SST writer
+// drops what it writes from the page cache, makes a warm run warm; then
+// one timed `load` per iteration, cold ones after ReopenCold. Returns the
+// first failure, which also ends the case.
+Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
+                 Status setup, const std::function<Status()>& load) {
+  Status s = std::move(setup);
+  if (s.ok()) s = load();
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  for (auto _ : state) {
+    if (cold) s = store.ReopenCold();
+    if (s.ok()) s = load();
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  return s;
+}
+
 // Args: wl, reuse.
 void BM_Save(benchmark::State& state, const Config& config) {
   WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
@@ -151,19 +173,8 @@ void BM_Load(benchmark::State& state, const Config& config) {
   // From before the first load: the buffers the store keeps from one load
   // to the next are rocksdcp's memory too.
   const RssMeter rss;
-  // One untimed load: it checks the setup, and since RocksDB's SST writer
-  // drops what it writes from the page cache, it is what makes a warm run
-  // warm.
-  if (s.ok()) s = LoadOnce(*store, dict, "ckpt");
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  for (auto _ : state) {
-    if (cold) s = store.ReopenCold();
-    if (s.ok()) s = LoadOnce(*store, dict, "ckpt");
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
+  s = TimeLoads(state, store, cold, s,
+                [&] { return LoadOnce(*store, dict, "ckpt"); });
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id, cold);
@@ -212,16 +223,8 @@ void BM_LoadResharded(benchmark::State& state, const Config& config) {
     dicts.push_back(data.dest->ShardDict(r, kLoadRanks));
   }
   const RssMeter rss;  // Before the first load, as in BM_Load.
-  if (s.ok()) s = LoadSharded(*store, dicts, "ckpt");
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  for (auto _ : state) {
-    if (cold) s = store.ReopenCold();
-    if (s.ok()) s = LoadSharded(*store, dicts, "ckpt");
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
+  s = TimeLoads(state, store, cold, s,
+                [&] { return LoadSharded(*store, dicts, "ckpt"); });
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               /*workload=*/4, cold);
