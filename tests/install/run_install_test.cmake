@@ -12,6 +12,14 @@
 #      $(pkg-config --cflags --libs rocksdcp)` against the prefix's
 #      rocksdcp.pc (when PKG_CONFIG is given), and run it
 #
+# With -DSHARED_FROM_SOURCE=<rocksdcp source dir> it first configures and
+# builds that source as shared libraries (-DBUILD_SHARED_LIBS=ON, library,
+# MPI library and CLI only) in WORK_DIR/rocksdcp-build, with the compiler
+# and generator of ROCKSDCP_BUILD_DIR, and checks that build instead. Then
+# the prefix must hold librocksdcp.so and no librocksdcp.a, the installed
+# CLI must find the library from its own RPATH, and the pkg-config program
+# runs with LD_LIBRARY_PATH, as its user would run it.
+#
 # Any failing step fails the test with that step's output.
 
 foreach(var ROCKSDCP_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
@@ -21,6 +29,10 @@ foreach(var ROCKSDCP_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
 endforeach()
 
 set(prefix "${WORK_DIR}/prefix")
+set(shared OFF)
+if(DEFINED SHARED_FROM_SOURCE AND NOT SHARED_FROM_SOURCE STREQUAL "")
+  set(shared ON)
+endif()
 set(consumer_build "${WORK_DIR}/build")
 
 if(NOT EXISTS "${ROCKSDCP_BUILD_DIR}/rocksdcpConfig.cmake")
@@ -40,6 +52,7 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
 function(run_step name)
+  # ARGN: the command; a step's output comes back in step_output.
   execute_process(
     COMMAND ${ARGN}
     RESULT_VARIABLE rc
@@ -57,8 +70,31 @@ function(run_step name)
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
 
+if(shared)
+  set(ROCKSDCP_BUILD_DIR "${WORK_DIR}/rocksdcp-build")
+  run_step(configure-shared
+    ${CMAKE_COMMAND} -S "${SHARED_FROM_SOURCE}" -B "${ROCKSDCP_BUILD_DIR}"
+      -G "${parent_CMAKE_GENERATOR}"
+      "-DCMAKE_CXX_COMPILER=${parent_CMAKE_CXX_COMPILER}"
+      -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
+      -DROCKSDCP_BUILD_TESTS=OFF -DROCKSDCP_BUILD_BENCHMARKS=OFF
+      -DROCKSDCP_BUILD_EXAMPLES=OFF -DROCKSDCP_FUZZ_TESTS=OFF)
+  run_step(build-shared ${CMAKE_COMMAND} --build "${ROCKSDCP_BUILD_DIR}" -j2)
+endif()
+
 run_step(install
   ${CMAKE_COMMAND} --install "${ROCKSDCP_BUILD_DIR}" --prefix "${prefix}")
+
+# The library the user asked for, and only that one.
+file(GLOB_RECURSE static_libs "${prefix}/*/librocksdcp.a")
+file(GLOB_RECURSE shared_libs "${prefix}/*/librocksdcp.so")
+if(shared AND (static_libs OR NOT shared_libs))
+  message(FATAL_ERROR "install test: a shared build installed "
+    "'${static_libs}' and '${shared_libs}'; expected librocksdcp.so only")
+endif()
+if(NOT shared AND NOT static_libs)
+  message(FATAL_ERROR "install test: no librocksdcp.a under ${prefix}")
+endif()
 
 # The CLI comes with the library, when it is built.
 if(EXISTS "${ROCKSDCP_BUILD_DIR}/tools")
@@ -97,6 +133,12 @@ if(DEFINED PKG_CONFIG AND NOT PKG_CONFIG STREQUAL "")
   run_step(pkg-config-build
     "${parent_CMAKE_CXX_COMPILER}" -std=c++20
     "${CONSUMER_SOURCE_DIR}/main.cc" ${pc_flags} -o "${WORK_DIR}/app-pc")
-  run_step(pkg-config-run "${WORK_DIR}/app-pc")
+  set(lib_path)
+  if(shared)
+    get_filename_component(lib_dir "${shared_libs}" DIRECTORY)
+    set(lib_path "LD_LIBRARY_PATH=${lib_dir}")
+  endif()
+  run_step(pkg-config-run ${CMAKE_COMMAND} -E env ${lib_path}
+    "${WORK_DIR}/app-pc")
   message(STATUS "install test: pkg-config app says: ${step_output}")
 endif()
