@@ -153,6 +153,22 @@ struct VerifyProblem {
   Status status;
 };
 
+// One item with at least one problem, as Store::Verify sums them up: all
+// of them, listed in CheckpointVerifyReport::problems or not.
+struct DamagedItem {
+  // The item's fqn. A tensor saved in chunks is one item: its chunks'
+  // problems are summed here.
+  std::string fqn;
+  // Pieces of it, over all its chunks, that failed their checks.
+  uint64_t bad_pieces = 0;
+  // Every problem of it: its bad pieces, and any chunk the metadata
+  // describes wrongly (which names no piece, and whose pieces are not read).
+  uint64_t problems = 0;
+  // The first of them, in key order: Corruption, worded as a load of the
+  // item would fail.
+  Status first_problem;
+};
+
 // What Store::Verify checked of one checkpoint, and what it found.
 struct CheckpointVerifyReport {
   std::string checkpoint_id;
@@ -166,6 +182,12 @@ struct CheckpointVerifyReport {
   std::vector<VerifyProblem> problems;
   // Problems found beyond max_problems: counted, not listed.
   uint64_t unlisted_problems = 0;
+  // Every item with a problem, once each, in key order (the order items
+  // are checked), whether or not its problems are listed: complete
+  // whatever max_problems is, and bounded by the items the metadata lists.
+  // Problems of the checkpoint itself (its catalog entry or metadata) name
+  // no item and are not here.
+  std::vector<DamagedItem> damaged_items;
 
   bool ok() const { return problems.empty() && unlisted_problems == 0; }
 };
@@ -197,7 +219,10 @@ struct VerifyOptions {
 
   // The most problems listed per checkpoint; the rest are only counted.
   // Bounds the report's memory: metadata that is damaged, or forged, can
-  // describe billions of pieces that are not there.
+  // describe billions of pieces that are not there. It does not bound
+  // CheckpointVerifyReport::damaged_items, which names every damaged item:
+  // 0 lists no problem and keeps only those, one entry per item rather
+  // than one per bad piece.
   // Default: 10000
   uint64_t max_problems = 10000;
 };
@@ -418,15 +443,16 @@ class Store {
   // value against the checksum the entry records, and every piece of every
   // item the metadata lists (RocksDB's block checksums, the FlatBuffers
   // verifier, the identifier, the piece's header against the metadata, its
-  // XXH3). It does not stop at a bad piece: the report lists every problem,
-  // per checkpoint. A damaged checkpoint is a finding in the report, not an
-  // error. The errors: NotFound for a named checkpoint that is not
-  // committed, InvalidArgument for an invalid id, FailedPrecondition on a
-  // follower, IOError when the store cannot be read. Reads one piece at a
-  // time, on the calling thread, through the store's pooled read buffers.
-  // Works on a read-only store. Blocks this Store already holds in its
-  // block cache (8 MiB) are checked as cached: open a fresh Store (as the
-  // CLI does) to check every byte on disk.
+  // XXH3). It does not stop at a bad piece: per checkpoint, the report lists
+  // the problems (up to options.max_problems; the rest are counted) and,
+  // whatever that cap, names every damaged item once. A damaged checkpoint
+  // is a finding in the report, not an error. The errors: NotFound for a
+  // named checkpoint that is not committed, InvalidArgument for an invalid
+  // id, FailedPrecondition on a follower, IOError when the store cannot be
+  // read. Reads one piece at a time, on the calling thread, through the
+  // store's pooled read buffers. Works on a read-only store. Blocks this
+  // Store already holds in its block cache (8 MiB) are checked as cached:
+  // open a fresh Store (as the CLI does) to check every byte on disk.
   virtual Result<VerifyReport> Verify(const VerifyOptions& options = {}) = 0;
 };
 

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "format/checksum.h"
@@ -77,6 +78,7 @@ class StoreVerifier {
       report_ = &report.checkpoints.emplace_back();
       report_->checkpoint_id = t.id;
       id_ = t.id;
+      damaged_.clear();
       if (!t.checkpoint) {
         Problem(std::nullopt, std::nullopt, t.lookup);
         continue;
@@ -157,15 +159,30 @@ class StoreVerifier {
     return ids;
   }
 
-  // Records a problem, or only counts it once max_problems are listed.
+  // Records a problem, or only counts it once max_problems are listed. A
+  // problem of an item is also summed up in damaged_items either way, so
+  // that every damaged item is named whatever the cap.
   void Problem(std::optional<MetadataIndex> item, std::optional<uint32_t> piece,
                Status status) {
+    if (item) DamagedItemProblem(item->fqn, piece.has_value(), status);
     if (report_->problems.size() >= options_.max_problems) {
       ++report_->unlisted_problems;
       return;
     }
     report_->problems.push_back(
         {id_, std::move(item), piece, std::move(status)});
+  }
+
+  void DamagedItemProblem(const std::string& fqn, bool piece,
+                          const Status& status) {
+    // By fqn, not by last entry: a tensor's chunks are adjacent in key
+    // order, but metadata that is damaged can list an fqn twice, once as
+    // a byte item and once as a tensor, with other items between them.
+    auto [it, added] = damaged_.try_emplace(fqn, report_->damaged_items.size());
+    if (added) report_->damaged_items.push_back({fqn, 0, 0, status});
+    DamagedItem& d = report_->damaged_items[it->second];
+    ++d.problems;
+    if (piece) ++d.bad_pieces;
   }
 
   void Advance(uint64_t bytes, uint64_t items) {
@@ -336,6 +353,8 @@ class StoreVerifier {
   // The checkpoint being verified, and its report.
   std::string id_;
   CheckpointVerifyReport* report_ = nullptr;
+  // Its damaged items' fqns, to their index in report_->damaged_items.
+  std::unordered_map<std::string, size_t> damaged_;
   // Reused for every piece: one piece's block is held at a time.
   std::string key_;
   rocksdb::PinnableSlice value_;
