@@ -16,6 +16,10 @@ PACKAGES=(
   # The fuzzers (fuzz/): clang, its sanitizer and fuzzer runtimes (only
   # recommended by clang, so named here), and libFuzzer.
   clang libclang-rt-14-dev libfuzzer-14-dev
+  # The CLI's tests read what it writes with independent readers: NumPy's
+  # own numpy.load for .npy, and tests/tools/read_safetensors.py (Python's
+  # strict JSON parser) for safetensors.
+  python3 python3-numpy
 )
 
 missing=()

@@ -10,15 +10,18 @@
 #include <ctime>
 #include <optional>
 
-#include "cli_json.h"
-#include "formats.h"
+#include "checkpoint_items.h"
+#include "cli_output.h"
+#include "json.h"
+#include "npy.h"
 #include "rocksdcp/rocksdcp.h"
+#include "safetensors.h"
 
 namespace rocksdcp::tools {
 namespace {
 
 int Fail(const char* cmd, const std::string& msg) {
-  std::fprintf(stderr, "rocksdcp %s: %s\n", cmd, msg.c_str());
+  std::fprintf(stderr, "rocksdcp %s: %s\n", cmd, Printable(msg).c_str());
   return kExitFailed;
 }
 
@@ -53,35 +56,6 @@ Result<std::unique_ptr<Store>> OpenStore(const char* cmd,
   return Status(s.code(), "cannot open store '" + path + "': " + s.message());
 }
 
-void PrintJson(JsonWriter& j) { std::printf("%s\n", j.str().c_str()); }
-
-std::string HumanBytes(uint64_t b) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0) {
-    std::snprintf(buf, sizeof(buf), "%" PRIu64 " B", b);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
-  }
-  return buf;
-}
-
-// "2026-11-30T09:45:59Z".
-std::string TimeString(int64_t unix_micros) {
-  std::time_t t = static_cast<std::time_t>(unix_micros / 1000000);
-  std::tm tm{};
-  if (gmtime_r(&t, &tm) == nullptr) return "?";
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 const char* StateName(CheckpointState s) {
   return s == CheckpointState::kCommitted ? "committed" : "unknown";
 }
@@ -107,44 +81,6 @@ std::string Shape(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-// numel * element size; nullopt for a negative size or an overflow
-// (metadata comes from disk).
-std::optional<uint64_t> TensorBytes(const TensorStorageMetadata& t) {
-  uint64_t n = DTypeSize(t.properties.dtype);
-  for (int64_t d : t.size) {
-    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) {
-      return std::nullopt;
-    }
-  }
-  return n;
-}
-
-// A one-line progress bar on stderr, redrawn when the percentage changes.
-class ProgressBar {
- public:
-  void Update(const Progress& p) {
-    int pct = p.bytes_total == 0
-                  ? 100
-                  : static_cast<int>(std::min<uint64_t>(
-                        100, p.bytes_done * 100 / p.bytes_total));
-    if (pct == last_pct_) return;
-    last_pct_ = pct;
-    int filled = pct * 30 / 100;
-    std::fprintf(
-        stderr, "\rverifying [%s%s] %3d%% %s, %" PRIu64 "/%" PRIu64 " items",
-        std::string(filled, '#').c_str(), std::string(30 - filled, ' ').c_str(),
-        pct, HumanBytes(p.bytes_done).c_str(), p.items_done, p.items_total);
-    drawn_ = true;
-  }
-  void Finish() {
-    if (drawn_) std::fprintf(stderr, "\n");
-  }
-
- private:
-  int last_pct_ = -1;
-  bool drawn_ = false;
-};
-
 // Deletes `ids` (already checked to exist), reporting each.
 int DeleteAll(const char* cmd, Store& store, const Args& a,
               const std::vector<std::string>& ids,
@@ -156,7 +92,7 @@ int DeleteAll(const char* cmd, Store& store, const Args& a,
     failed = store.Delete(id);
     if (!failed.ok()) break;
     deleted.push_back(id);
-    if (!json) std::printf("deleted %s\n", id.c_str());
+    if (!json) std::printf("deleted %s\n", Printable(id).c_str());
   }
   if (json) {
     JsonWriter j;
@@ -195,7 +131,8 @@ int RunLs(const Args& a) {
   std::printf("%-24s %-10s %-20s %12s %8s %6s\n", "ID", "STATE", "CREATED",
               "BYTES", "ITEMS", "WORLD");
   for (const CheckpointInfo& c : *list) {
-    std::printf("%-24s %-10s %-20s %12s %8" PRIu64 " %6d\n", c.id.c_str(),
+    std::printf("%-24s %-10s %-20s %12s %8" PRIu64 " %6d\n",
+                Printable(c.id).c_str(),
                 StateName(c.state), TimeString(c.created_unix_micros).c_str(),
                 HumanBytes(c.bytes).c_str(), c.items, c.world_size);
   }
@@ -209,11 +146,9 @@ int RunInfo(const Args& a) {
   if (!store.ok()) return Fail("info", store.status());
   auto info = (*store)->Info(id);
   if (!info.ok()) return Fail("info", info.status());
-  auto reader = (*store)->NewReader();
-  if (!reader.ok()) return Fail("info", reader.status());
-  if (Status s = (*reader)->Reset(id); !s.ok()) return Fail("info", s);
-  auto md = (*reader)->ReadMetadata();
-  if (!md.ok()) return Fail("info", md.status());
+  auto c = OpenForRead(**store, id);
+  if (!c.ok()) return Fail("info", c.status());
+  const Metadata& md = c->metadata;
 
   JsonWriter j;
   if (a.json) {
@@ -223,18 +158,19 @@ int RunInfo(const Args& a) {
   } else {
     std::printf("checkpoint %s: %s, created %s, %s in %" PRIu64
                 " items, world size %d\n",
-                id.c_str(), StateName(info->state),
+                Printable(id).c_str(), StateName(info->state),
                 TimeString(info->created_unix_micros).c_str(),
                 HumanBytes(info->bytes).c_str(), info->items, info->world_size);
     std::printf("%-40s %-10s %-20s %7s %12s\n", "FQN", "DTYPE", "SHAPE",
                 "CHUNKS", "BYTES");
   }
-  for (const auto& [fqn, meta] : md->state_dict_metadata) {
+  for (const auto& [fqn, meta] : md.state_dict_metadata) {
     const auto* t = std::get_if<TensorStorageMetadata>(&meta);
     if (a.json) {
       j.BeginObject().Key("fqn").String(fqn);
       if (t != nullptr) {
-        std::optional<uint64_t> bytes = TensorBytes(*t);
+        std::optional<uint64_t> bytes =
+            TensorBytes(t->properties.dtype, t->size);
         j.Key("type").String("tensor");
         j.Key("dtype").String(DTypeName(t->properties.dtype));
         j.Key("shape").IntArray(t->size);
@@ -251,14 +187,15 @@ int RunInfo(const Args& a) {
       }
       j.EndObject();
     } else if (t != nullptr) {
-      std::optional<uint64_t> bytes = TensorBytes(*t);
-      std::printf("%-40s %-10s %-20s %7zu %12s\n", fqn.c_str(),
+      std::optional<uint64_t> bytes =
+          TensorBytes(t->properties.dtype, t->size);
+      std::printf("%-40s %-10s %-20s %7zu %12s\n", Printable(fqn).c_str(),
                   std::string(DTypeName(t->properties.dtype)).c_str(),
                   Shape(t->size).c_str(), t->chunks.size(),
                   bytes ? std::to_string(*bytes).c_str() : "?");
     } else {
-      std::printf("%-40s %-10s %-20s %7d %12s\n", fqn.c_str(), "bytes", "-", 1,
-                  "-");
+      std::printf("%-40s %-10s %-20s %7d %12s\n", Printable(fqn).c_str(),
+                  "bytes", "-", 1, "-");
     }
   }
   if (a.json) {
@@ -275,9 +212,8 @@ int RunVerify(const Args& a) {
   if (!store.ok()) return Fail("verify", store.status());
   VerifyOptions options;
   options.checkpoint_ids.assign(a.positional.begin() + 1, a.positional.end());
-  ProgressBar bar;
-  if (isatty(2))
-    options.progress = [&bar](const Progress& p) { bar.Update(p); };
+  ProgressBar bar("verifying");
+  options.progress = bar.Callback();
   auto report = (*store)->Verify(options);
   bar.Finish();
   if (!report.ok()) return Fail("verify", report.status());
@@ -316,25 +252,37 @@ int RunVerify(const Args& a) {
         j.EndObject();
       }
       j.EndArray().Key("unlisted_problems").Uint(c.unlisted_problems);
-      j.EndObject();
+      j.Key("damaged_items").BeginArray();
+      for (const DamagedItem& d : c.damaged_items) {
+        j.BeginObject().Key("fqn").String(d.fqn);
+        j.Key("bad_pieces").Uint(d.bad_pieces).Key("problems").Uint(d.problems);
+        j.Key("code").String(StatusCodeName(d.first_problem.code()));
+        j.Key("message").String(d.first_problem.message());
+        j.EndObject();
+      }
+      j.EndArray().EndObject();
       continue;
     }
     if (c.ok()) {
       std::printf("%s: ok (%" PRIu64 " items, %" PRIu64 " pieces, %s)\n",
-                  c.checkpoint_id.c_str(), c.items_checked, c.pieces_checked,
+                  Printable(c.checkpoint_id).c_str(), c.items_checked, c.pieces_checked,
                   HumanBytes(c.bytes_checked).c_str());
       continue;
     }
-    std::printf("%s: CORRUPTED (%zu problems)\n", c.checkpoint_id.c_str(),
-                c.problems.size() + static_cast<size_t>(c.unlisted_problems));
+    // One line per damaged item, every one of them; each piece's problem
+    // is in --json (up to VerifyOptions::max_problems).
+    std::printf("%s: CORRUPTED (%zu damaged items, %" PRIu64 " problems)\n",
+                Printable(c.checkpoint_id).c_str(), c.damaged_items.size(),
+                c.problems.size() + c.unlisted_problems);
     for (const VerifyProblem& p : c.problems) {
-      std::string where = p.item ? p.item->ToString() : "(checkpoint)";
-      if (p.piece) where += " piece " + std::to_string(*p.piece);
-      std::printf("  %s: %s\n", where.c_str(), p.status.message().c_str());
+      if (p.item) continue;
+      std::printf("  (checkpoint): %s\n",
+                  Printable(p.status.message()).c_str());
     }
-    if (c.unlisted_problems > 0) {
-      std::printf("  ... and %" PRIu64 " more problems not listed\n",
-                  c.unlisted_problems);
+    for (const DamagedItem& d : c.damaged_items) {
+      std::printf("  %s: %" PRIu64 " bad pieces; first: %s\n",
+                  Printable(d.fqn).c_str(), d.bad_pieces,
+                  Printable(d.first_problem.message()).c_str());
     }
   }
   if (a.json) {
@@ -343,7 +291,7 @@ int RunVerify(const Args& a) {
   }
   if (!report->ok()) {
     std::fprintf(stderr, "rocksdcp verify: store '%s' has corrupted items\n",
-                 path.c_str());
+                 Printable(path).c_str());
     return kExitCorrupt;
   }
   return kExitOk;
@@ -352,7 +300,13 @@ int RunVerify(const Args& a) {
 int RunRm(const Args& a) {
   auto store = OpenStore("rm", a.positional[0], /*read_only=*/false);
   if (!store.ok()) return Fail("rm", store.status());
-  std::vector<std::string> ids(a.positional.begin() + 1, a.positional.end());
+  // Each id once, in the order given: `rm S a b a` deletes a and b.
+  std::vector<std::string> ids;
+  for (auto it = a.positional.begin() + 1; it != a.positional.end(); ++it) {
+    if (std::find(ids.begin(), ids.end(), *it) == ids.end()) {
+      ids.push_back(*it);
+    }
+  }
   // Every id must exist before anything is deleted: a typo deletes nothing.
   for (const std::string& id : ids) {
     if (auto info = (*store)->Info(id); !info.ok()) {
@@ -371,9 +325,9 @@ int RunKeepLast(const Args& a) {
       !std::all_of(n_arg.begin(), n_arg.end(),
                    [](char c) { return c >= '0' && c <= '9'; })) {
     std::fprintf(stderr,
-                 "rocksdcp keep-last: N must be a non-negative integer, not "
-                 "'%s'\n",
-                 n_arg.c_str());
+                 "rocksdcp keep-last: N must be an integer from 0 to "
+                 "999999999, not '%s'\n",
+                 Printable(n_arg).c_str());
     return kExitUsage;
   }
   n = std::stoull(n_arg);
@@ -395,7 +349,9 @@ int RunKeepLast(const Args& a) {
     (i < n ? kept : doomed).push_back(sorted[i].id);
   }
   if (!a.json) {
-    for (const std::string& id : kept) std::printf("keeping %s\n", id.c_str());
+    for (const std::string& id : kept) {
+      std::printf("keeping %s\n", Printable(id).c_str());
+    }
   }
   return DeleteAll("keep-last", **store, a, doomed, kept);
 }
@@ -420,11 +376,11 @@ int RunGc(const Args& a) {
   }
   const char* verb = dry ? "would drop" : "dropped";
   for (const auto& cf : report->dropped_column_families) {
-    std::printf("%s column family %s\n", verb, cf.c_str());
+    std::printf("%s column family %s\n", verb, Printable(cf).c_str());
   }
   for (const auto& f : report->deleted_staging_files) {
     std::printf("%s staging file %s\n", dry ? "would delete" : "deleted",
-                f.c_str());
+                Printable(f).c_str());
   }
   std::printf("%s %s (%" PRIu64 " bytes)\n", dry ? "would free" : "freed",
               HumanBytes(report->freed_bytes).c_str(), report->freed_bytes);
@@ -447,7 +403,8 @@ int RunDump(const Args& a) {
         .EndObject();
     PrintJson(j);
   } else {
-    std::printf("wrote %s to %s\n", a.positional[2].c_str(), out.c_str());
+    std::printf("wrote %s to %s\n", Printable(a.positional[2]).c_str(),
+                Printable(out).c_str());
   }
   return kExitOk;
 }
@@ -456,7 +413,9 @@ int RunExport(const Args& a) {
   auto store = OpenStore("export", a.positional[0], /*read_only=*/true);
   if (!store.ok()) return Fail("export", store.status());
   const std::string& out = a.flags.at("--safetensors");
-  auto st = ExportSafetensors(**store, a.positional[1], out);
+  ProgressBar bar("exporting");
+  auto st = ExportSafetensors(**store, a.positional[1], out, bar.Callback());
+  bar.Finish();
   if (!st.ok()) return Fail("export", st.status());
   if (a.json) {
     JsonWriter j;
@@ -467,17 +426,23 @@ int RunExport(const Args& a) {
     std::printf("wrote %" PRIu64 " tensors, %" PRIu64
                 " byte items (%s) to %s\n",
                 st->tensors, st->byte_items, HumanBytes(st->bytes).c_str(),
-                out.c_str());
+                Printable(out).c_str());
   }
   return kExitOk;
 }
 
 int RunImport(const Args& a) {
+  // The file is checked whole before the store is opened: a mistyped or
+  // damaged file creates no store and changes none.
+  auto file = SafetensorsFile::Open(a.positional[0]);
+  if (!file.ok()) return Fail("import", file.status());
   auto store = OpenStore("import", a.positional[1], /*read_only=*/false,
                          /*create=*/true);
   if (!store.ok()) return Fail("import", store.status());
-  auto st = ImportSafetensors(a.positional[0], **store, a.positional[2],
-                              a.has("--overwrite"));
+  ProgressBar bar("importing");
+  auto st = file->SaveTo(**store, a.positional[2], a.has("--overwrite"),
+                         bar.Callback());
+  bar.Finish();
   if (!st.ok()) return Fail("import", st.status());
   if (a.json) {
     JsonWriter j;
@@ -488,7 +453,7 @@ int RunImport(const Args& a) {
     std::printf("imported %" PRIu64 " tensors, %" PRIu64
                 " byte items (%s) as %s\n",
                 st->tensors, st->byte_items, HumanBytes(st->bytes).c_str(),
-                a.positional[2].c_str());
+                Printable(a.positional[2]).c_str());
   }
   return kExitOk;
 }

@@ -3,7 +3,10 @@
 // command line; cli_commands.cc runs the commands.
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -197,10 +200,27 @@ int Main(int argc, char** argv) {
   for (const std::string& f : cmd->value_flags) {
     if (!a.has(f)) return Usage(*cmd, f + " is required");
   }
-  return cmd->run(a);
+  int rc = cmd->run(a);
+  // Output a script reads must not be lost silently: a full disk or a
+  // closed pipe behind stdout fails the command.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "rocksdcp %s: cannot write the output: %s\n",
+                 cmd->name, std::strerror(errno));
+    if (rc == kExitOk) rc = kExitFailed;
+  }
+  return rc;
 }
 
 }  // namespace
 }  // namespace rocksdcp::tools
 
-int main(int argc, char** argv) { return rocksdcp::tools::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // The library reports errors as values; only an allocation can throw. A
+  // command that runs out of memory fails like any other, with exit 1.
+  try {
+    return rocksdcp::tools::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "rocksdcp: out of memory\n");
+    return rocksdcp::tools::kExitFailed;
+  }
+}

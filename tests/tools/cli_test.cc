@@ -1,24 +1,18 @@
 // The rocksdcp CLI, run as a subprocess against real stores made with the
-// library: exit codes, readable output, and --json output parsed back.
-// dump, export and import are only checked for --help and argument errors
-// here; their file formats are tested with tools/formats.cc.
+// library: ls, info, verify, rm, keep-last and gc; exit codes, readable
+// output, and --json output parsed back. cli_files_test.cc runs dump,
+// export and import; their formats are tested in npy_test.cc and
+// safetensors_test.cc.
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <map>
-#include <memory>
-#include <sstream>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "rocksdb/child_process.h"
-#include "rocksdb/store_fixture.h"
+#include "tools/cli_runner.h"
+#include "tools/tools_test_util.h"
 
 namespace rocksdcp::testing {
 namespace {
@@ -28,296 +22,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-
-// ---- A strict little JSON reader, enough to check the CLI's output. ----
-struct Json {
-  std::variant<std::nullptr_t, bool, double, std::string, std::vector<Json>,
-               std::map<std::string, Json>>
-      v;
-  bool is_null() const { return std::holds_alternative<std::nullptr_t>(v); }
-  const Json& operator[](const std::string& k) const {
-    static const Json kNull;
-    const auto* m = std::get_if<std::map<std::string, Json>>(&v);
-    if (m == nullptr) return kNull;
-    auto it = m->find(k);
-    return it == m->end() ? kNull : it->second;
-  }
-  const std::vector<Json>& arr() const {
-    static const std::vector<Json> kEmpty;
-    const auto* a = std::get_if<std::vector<Json>>(&v);
-    return a ? *a : kEmpty;
-  }
-  std::string str() const {
-    const auto* s = std::get_if<std::string>(&v);
-    return s ? *s : "<not a string>";
-  }
-  double num() const {
-    const auto* d = std::get_if<double>(&v);
-    return d ? *d : -1;
-  }
-  bool boolean() const {
-    const auto* b = std::get_if<bool>(&v);
-    return b && *b;
-  }
-};
-
-class JsonParser {
- public:
-  explicit JsonParser(std::string_view s) : s_(s) {}
-  // Parses one document with nothing after it but whitespace.
-  bool Parse(Json* out) {
-    if (!Value(out, 0)) return false;
-    Ws();
-    return i_ == s_.size();
-  }
-
- private:
-  void Ws() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_])))
-      ++i_;
-  }
-  bool Eat(char c) {
-    Ws();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  bool Lit(std::string_view w) {
-    if (s_.substr(i_, w.size()) != w) return false;
-    i_ += w.size();
-    return true;
-  }
-  bool String(std::string* out) {
-    if (!Eat('"')) return false;
-    while (i_ < s_.size()) {
-      char c = s_[i_++];
-      if (c == '"') return true;
-      if (static_cast<unsigned char>(c) < 0x20) return false;
-      if (c != '\\') {
-        *out += c;
-        continue;
-      }
-      if (i_ >= s_.size()) return false;
-      char e = s_[i_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          *out += e;
-          break;
-        case 'n':
-          *out += '\n';
-          break;
-        case 't':
-          *out += '\t';
-          break;
-        case 'r':
-          *out += '\r';
-          break;
-        case 'b':
-          *out += '\b';
-          break;
-        case 'f':
-          *out += '\f';
-          break;
-        case 'u': {
-          if (i_ + 4 > s_.size()) return false;
-          unsigned cp = std::stoul(std::string(s_.substr(i_, 4)), nullptr, 16);
-          i_ += 4;
-          if (cp >= 0x80) return false;  // The CLI escapes only controls.
-          *out += static_cast<char>(cp);
-          break;
-        }
-        default:
-          return false;
-      }
-    }
-    return false;
-  }
-  bool Value(Json* out, int depth) {
-    if (depth > 64) return false;
-    Ws();
-    if (i_ >= s_.size()) return false;
-    char c = s_[i_];
-    if (c == '{') {
-      ++i_;
-      std::map<std::string, Json> m;
-      if (!Eat('}')) {
-        do {
-          std::string k;
-          Json v;
-          if (!String(&k) || !Eat(':') || !Value(&v, depth + 1)) return false;
-          if (!m.emplace(k, std::move(v)).second) return false;
-        } while (Eat(','));
-        if (!Eat('}')) return false;
-      }
-      out->v = std::move(m);
-      return true;
-    }
-    if (c == '[') {
-      ++i_;
-      std::vector<Json> a;
-      if (!Eat(']')) {
-        do {
-          Json v;
-          if (!Value(&v, depth + 1)) return false;
-          a.push_back(std::move(v));
-        } while (Eat(','));
-        if (!Eat(']')) return false;
-      }
-      out->v = std::move(a);
-      return true;
-    }
-    if (c == '"') {
-      std::string s;
-      if (!String(&s)) return false;
-      out->v = std::move(s);
-      return true;
-    }
-    if (Lit("true")) {
-      out->v = true;
-      return true;
-    }
-    if (Lit("false")) {
-      out->v = false;
-      return true;
-    }
-    if (Lit("null")) {
-      out->v = nullptr;
-      return true;
-    }
-    size_t start = i_;
-    if (i_ < s_.size() && s_[i_] == '-') ++i_;
-    while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])))
-      ++i_;
-    if (i_ == start) return false;
-    out->v = std::stod(std::string(s_.substr(start, i_ - start)));
-    return true;
-  }
-
-  std::string_view s_;
-  size_t i_ = 0;
-};
-
-// ---- Running the CLI. ----
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  Json json;  // stdout parsed, when the run was asked for --json.
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// In a forked child: runs the CLI with `args`, stdout and stderr on the
-// given descriptors. Never returns.
-[[noreturn]] void ExecCli(const std::vector<std::string>& args, int out_fd,
-                          int err_fd) {
-  dup2(out_fd, 1);
-  dup2(err_fd, 2);
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv = {const_cast<char*>(ROCKSDCP_CLI)};
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  execv(ROCKSDCP_CLI, argv.data());
-  _exit(127);
-}
-
-class CliTest : public StoreTest {
- protected:
-  // Runs the CLI with `args`, stdout and stderr into files (not a terminal).
-  CliRun Run(const std::vector<std::string>& args) {
-    const std::string out = dir_.Sub("cli.out"), err = dir_.Sub("cli.err");
-    pid_t pid = fork();
-    if (pid == 0) {
-      ExecCli(args, open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
-              open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    CliRun r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadAll(out);
-    r.err = ReadAll(err);
-    return r;
-  }
-  // Runs with --json appended; the output must parse.
-  CliRun RunJson(std::vector<std::string> args) {
-    args.push_back("--json");
-    CliRun r = Run(args);
-    EXPECT_TRUE(JsonParser(r.out).Parse(&r.json)) << "not JSON: " << r.out;
-    return r;
-  }
-
-  // Runs the CLI with stderr on a pseudo-terminal; returns what it wrote
-  // there (stdout goes to /dev/null).
-  std::string RunWithTerminalStderr(const std::vector<std::string>& args) {
-    int master = posix_openpt(O_RDWR | O_NOCTTY);
-    EXPECT_GE(master, 0);
-    EXPECT_EQ(grantpt(master), 0);
-    EXPECT_EQ(unlockpt(master), 0);
-    // The parent holds the terminal open too, so that reading never sees
-    // it closed (EIO) before the child has opened it.
-    const int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
-    EXPECT_GE(slave, 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-      ExecCli(args, open("/dev/null", O_WRONLY), slave);
-    }
-    // Drain the terminal while the child runs (it must never block on a
-    // full buffer), then once more after it has exited.
-    fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-    std::string got;
-    auto drain = [&] {
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(master, buf, sizeof(buf))) > 0) {
-        got.append(buf, static_cast<size_t>(n));
-      }
-    };
-    int status = 0;
-    for (;;) {
-      pollfd pfd = {master, POLLIN, 0};
-      poll(&pfd, 1, 100);
-      drain();
-      if (waitpid(pid, &status, WNOHANG) == pid) break;
-    }
-    drain();
-    close(slave);
-    close(master);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << got;
-    return got;
-  }
-
-  void SaveExamples(const std::vector<std::string>& ids) {
-    uint64_t seed = 0;
-    for (const std::string& id : ids) {
-      ASSERT_OK(SaveDict(ExampleStateDict(++seed).dict, id,
-                         {.max_piece_bytes = 4096}));
-    }
-  }
-
-  std::vector<std::string> ListedIds() {
-    CliRun r = RunJson({"ls", store_path()});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    std::vector<std::string> ids;
-    for (const Json& c : r.json["checkpoints"].arr()) {
-      ids.push_back(c["id"].str());
-    }
-    return ids;
-  }
-};
-
-constexpr int kUsage = 2;
-constexpr int kFailed = 1;
-constexpr int kCorrupt = 3;
 
 TEST_F(CliTest, EveryCommandHasHelp) {
   for (const char* cmd : {"ls", "info", "verify", "rm", "keep-last", "gc",
@@ -343,7 +47,7 @@ TEST_F(CliTest, BadUsageExitsTwoSayingWhy) {
       {{"ls"}, "expected STORE, got 0 arguments"},
       {{"info", store_path()}, "expected STORE ID"},
       {{"rm", store_path()}, "expected STORE ID..."},
-      {{"keep-last", store_path(), "two"}, "N must be a non-negative integer"},
+      {{"keep-last", store_path(), "two"}, "N must be an integer from 0 to"},
       {{"gc", store_path(), "--force"}, "unknown option '--force'"},
       {{"dump", store_path(), "ck", "w"}, "--npy is required"},
       {{"dump", store_path(), "ck", "w", "--npy"}, "--npy needs a value"},
@@ -470,7 +174,7 @@ TEST_F(CliTest, VerifyListsEveryCorruptedItemAndFails) {
       reinterpret_cast<const char*>(victim.tensors[0].bytes.data()), 64);
   bool flipped = false;
   for (const std::string& file : SstFiles()) {
-    size_t at = ReadAll(file).find(needle);
+    size_t at = tools::ReadFile(file).find(needle);
     if (at == std::string::npos) continue;
     FlipByte(file, static_cast<int64_t>(at) + 100);
     flipped = true;
@@ -496,8 +200,22 @@ TEST_F(CliTest, VerifyListsEveryCorruptedItemAndFails) {
                 AllOf(HasSubstr("'victim'"), HasSubstr(p["index"].str())));
   }
 
+  // Every damaged item once, with its bad pieces: the items the problems
+  // name, and their counts.
+  std::map<std::string, double> want_bad;
+  for (const Json& p : problems) ++want_bad[p["item"].str()];
+  std::map<std::string, double> got_bad;
+  for (const Json& d : cks[1]["damaged_items"].arr()) {
+    EXPECT_EQ(d["code"].str(), "Corruption");
+    EXPECT_TRUE(got_bad.emplace(d["fqn"].str(), d["bad_pieces"].num()).second);
+  }
+  EXPECT_EQ(got_bad, want_bad);
+
   CliRun text = Run({"verify", store_path()});
   EXPECT_EQ(text.exit_code, kCorrupt);
+  EXPECT_THAT(text.out,
+              HasSubstr("victim: CORRUPTED (" + std::to_string(want_bad.size()) +
+                        " damaged items"));
   EXPECT_THAT(text.out,
               AllOf(HasSubstr("good: ok"), HasSubstr("victim: CORRUPTED"),
                     HasSubstr("model.layers.0.attn.w")));
@@ -564,7 +282,8 @@ TEST_F(CliTest, GcSaysWhatItWouldFreeAndFrees) {
 }
 
 // Another process (a trainer) holds the store read-write: read commands
-// work, commands that change it say it is locked.
+// work, commands that change it say it is locked (import, with a file to
+// import: cli_files_test.cc).
 TEST_F(CliTest, ReadCommandsWorkOnALockedStoreAndWritesSaySoPlainly) {
   SaveExamples({"ck"});
   CloseStore();
@@ -579,8 +298,7 @@ TEST_F(CliTest, ReadCommandsWorkOnALockedStoreAndWritesSaySoPlainly) {
        std::vector<std::vector<std::string>>{
            {"rm", store_path(), "ck"},
            {"keep-last", store_path(), "0"},
-           {"gc", store_path()},
-           {"import", dir_.Sub("m.safetensors"), store_path(), "x"}}) {
+           {"gc", store_path()}}) {
     CliRun r = Run(args);
     EXPECT_EQ(r.exit_code, kFailed) << args[0];
     EXPECT_THAT(r.err, AllOf(HasSubstr("is locked by another process"),

@@ -1,0 +1,80 @@
+#include "cli_output.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+
+namespace rocksdcp::tools {
+
+std::string Printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+void PrintJson(const JsonWriter& j) { std::printf("%s\n", j.str().c_str()); }
+
+std::string HumanBytes(uint64_t b) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " B", b);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
+  }
+  return buf;
+}
+
+std::string TimeString(int64_t unix_micros) {
+  std::time_t t = static_cast<std::time_t>(unix_micros / 1000000);
+  std::tm tm{};
+  if (gmtime_r(&t, &tm) == nullptr) return "?";
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+ProgressCallback ProgressBar::Callback() {
+  if (!isatty(2)) return {};
+  return [this](const Progress& p) { Update(p); };
+}
+
+void ProgressBar::Update(const Progress& p) {
+  const int pct = p.bytes_total == 0
+                      ? 100
+                      : static_cast<int>(std::min<uint64_t>(
+                            100, p.bytes_done * 100 / p.bytes_total));
+  const bool finished = p.items_total != 0 && p.items_done == p.items_total;
+  if (pct == last_pct_ && (!finished || drew_finish_)) return;
+  last_pct_ = pct;
+  drew_finish_ = finished;
+  const int filled = pct * 30 / 100;
+  std::fprintf(
+      stderr, "\r%s [%s%s] %3d%% %s, %" PRIu64 "/%" PRIu64 " items", verb_,
+      std::string(filled, '#').c_str(), std::string(30 - filled, ' ').c_str(),
+      pct, HumanBytes(p.bytes_done).c_str(), p.items_done, p.items_total);
+  drawn_ = true;
+}
+
+void ProgressBar::Finish() {
+  if (drawn_) std::fprintf(stderr, "\n");
+}
+
+}  // namespace rocksdcp::tools

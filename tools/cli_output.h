@@ -1,0 +1,54 @@
+// How the rocksdcp CLI prints: text safe for a terminal, sizes and times
+// for people, --json documents, and a progress bar.
+
+#ifndef ROCKSDCP_TOOLS_CLI_OUTPUT_H_
+#define ROCKSDCP_TOOLS_CLI_OUTPUT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "json.h"
+#include "rocksdcp/rocksdcp.h"
+
+namespace rocksdcp::tools {
+
+// `s` for a terminal: control characters as \xNN. An fqn or id is any byte
+// string, and an ESC sequence in one would drive the user's terminal.
+std::string Printable(std::string_view s);
+
+// Prints a --json document and a newline on stdout.
+void PrintJson(const JsonWriter& j);
+
+// "512 B", "9.8 KiB", "1.5 GiB".
+std::string HumanBytes(uint64_t b);
+
+// "2026-11-30T09:45:59Z".
+std::string TimeString(int64_t unix_micros);
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal:
+// redrawn when the percentage moves, and once when the last item is done
+// (its bytes may have reached 100% before).
+// Not thread-safe: the library calls progress on the calling thread.
+class ProgressBar {
+ public:
+  // `verb` starts the line: "verifying", "exporting", ...
+  explicit ProgressBar(const char* verb) : verb_(verb) {}
+
+  // The callback for an operation's options: none off a terminal.
+  // REQUIRES: the ProgressBar outlives the operation.
+  ProgressCallback Callback();
+  void Update(const Progress& p);
+  // Ends the line, if one was drawn.
+  void Finish();
+
+ private:
+  const char* verb_;
+  int last_pct_ = -1;
+  bool drew_finish_ = false;
+  bool drawn_ = false;
+};
+
+}  // namespace rocksdcp::tools
+
+#endif  // ROCKSDCP_TOOLS_CLI_OUTPUT_H_

@@ -1,0 +1,252 @@
+#include "safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <variant>
+
+#include "base64.h"
+#include "json.h"
+#include "tensor_stream.h"
+
+namespace rocksdcp::tools {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is written as in memory: little-endian hosts "
+              "only");
+
+// ---- Export ----
+
+// Reads every byte item of the checkpoint in one load and writes them as
+// the body of "__metadata__" (without braces) into *json.
+Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
+                     const std::vector<std::string>& fqns, std::string* json) {
+  StateDict sd;
+  for (const std::string& fqn : fqns) sd[fqn] = std::string();
+  LoadOptions options;
+  options.checkpoint_id = id;
+  options.allow_partial_load = true;
+  ROCKSDCP_RETURN_IF_ERROR(Load(&sd, *c.reader, options));
+  JsonWriter base64_names;
+  base64_names.BeginArray();
+  bool any_base64 = false;
+  for (auto& [fqn, value] : sd) {
+    const std::string& bytes = std::get<std::string>(value);
+    if (!json->empty()) *json += ',';
+    AppendJsonString(fqn, json);
+    *json += ':';
+    if (IsUtf8(bytes)) {
+      AppendJsonString(bytes, json);
+    } else {
+      AppendJsonString(Base64Encode(bytes), json);
+      base64_names.String(fqn);
+      any_base64 = true;
+    }
+    value = std::string();  // Held once, in the header.
+    if (json->size() > kMaxSafetensorsHeaderBytes) {
+      return Status::InvalidArgument(
+          Where(store, id) + ": byte items take the safetensors header past "
+          "its limit of " + std::to_string(kMaxSafetensorsHeaderBytes) +
+          " bytes");
+    }
+  }
+  if (any_base64) {
+    base64_names.EndArray();
+    *json += ',';
+    AppendJsonString(kBase64ItemsKey, json);
+    *json += ':';
+    AppendJsonString(base64_names.str(), json);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
+                                        const std::string& out_path,
+                                        const ProgressCallback& progress,
+                                        size_t buffer_bytes) {
+  ROCKSDCP_ASSIGN_OR_RETURN(OpenCheckpoint c, OpenForRead(store, id));
+  const std::string where = Where(store, id);
+  // Check every item before reading any.
+  std::vector<StreamItem> tensors;
+  std::vector<std::string> byte_fqns;
+  uint64_t tensor_bytes = 0;
+  for (const auto& [fqn, smd] : c.metadata.state_dict_metadata) {
+    const std::string item = where + ", item " + Quoted(fqn);
+    if (!IsUtf8(fqn) || fqn == kSafetensorsMetadataKey) {
+      return Status::InvalidArgument(
+          item + ": not a name safetensors can hold (not UTF-8, or " +
+          std::string(kSafetensorsMetadataKey) + ")");
+    }
+    const auto* md = std::get_if<TensorStorageMetadata>(&smd);
+    if (md == nullptr) {
+      if (fqn == kBase64ItemsKey) {
+        return Status::InvalidArgument(
+            item + ": a byte item of this name can't be exported: the name "
+            "is the export's own \"__metadata__\" entry");
+      }
+      byte_fqns.push_back(fqn);
+      continue;
+    }
+    if (!SafetensorsDTypeName(md->properties.dtype)) {
+      return Status::InvalidArgument(
+          item + ": dtype " + std::string(DTypeName(md->properties.dtype)) +
+          " has no safetensors dtype");
+    }
+    const auto nbytes = TensorBytes(md->properties.dtype, md->size);
+    if (!nbytes || __builtin_add_overflow(tensor_bytes, *nbytes,
+                                          &tensor_bytes)) {
+      return Status::Corruption(item + ": shape too large");
+    }
+    tensors.push_back(
+        {.fqn = fqn, .dtype = md->properties.dtype, .size = md->size});
+  }
+  // The byte items' total (the catalog's payload less the tensors') bounds
+  // the header before any is read: a 6 GB pickled byte item is refused, not
+  // loaded.
+  std::string metadata_json;
+  if (!byte_fqns.empty()) {
+    ROCKSDCP_ASSIGN_OR_RETURN(CheckpointInfo info, store.Info(id));
+    const uint64_t byte_payload =
+        info.bytes > tensor_bytes ? info.bytes - tensor_bytes : 0;
+    if (byte_payload > kMaxSafetensorsHeaderBytes) {
+      return Status::InvalidArgument(
+          where + ": byte items of " + std::to_string(byte_payload) +
+          " bytes can't fit the safetensors header, whose limit is " +
+          std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
+    }
+    ROCKSDCP_RETURN_IF_ERROR(
+        ByteItemsJson(store, id, c, byte_fqns, &metadata_json));
+  }
+
+  // As safetensors' writer lays tensors out: by element size, largest
+  // first, so that every tensor's data is aligned to its element size.
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const StreamItem& a, const StreamItem& b) {
+                     return DTypeSize(a.dtype) > DTypeSize(b.dtype);
+                   });
+  std::string header = "{";
+  if (!byte_fqns.empty()) {
+    header += "\"" + std::string(kSafetensorsMetadataKey) + "\":{" + metadata_json + "}";
+  }
+  metadata_json = std::string();
+  uint64_t offset = 0;
+  for (const StreamItem& t : tensors) {
+    const uint64_t nbytes = *TensorBytes(t.dtype, t.size);
+    JsonWriter entry;
+    entry.BeginObject()
+        .Key("dtype").String(*SafetensorsDTypeName(t.dtype))
+        .Key("shape").IntArray(t.size)
+        .Key("data_offsets").BeginArray().Uint(offset).Uint(offset + nbytes)
+        .EndArray()
+        .EndObject();
+    if (header.size() > 1) header += ',';
+    AppendJsonString(t.fqn, &header);
+    header += ':' + entry.str();
+    offset += nbytes;
+  }
+  header += '}';
+  // Safetensors pads the header with spaces so that the data is 8-aligned.
+  header.append((8 - header.size() % 8) % 8, ' ');
+  if (header.size() > kMaxSafetensorsHeaderBytes) {
+    return Status::InvalidArgument(
+        where + ": the safetensors header would be " +
+        std::to_string(header.size()) + " bytes, over its limit of " +
+        std::to_string(kMaxSafetensorsHeaderBytes) + " (too many tensors)");
+  }
+  char size_le[8];
+  for (int i = 0; i < 8; ++i) {
+    size_le[i] = static_cast<char>((uint64_t{header.size()} >> (8 * i)) & 0xff);
+  }
+
+  OutFile out(out_path);
+  ROCKSDCP_RETURN_IF_ERROR(out.Open());
+  ROCKSDCP_RETURN_IF_ERROR(out.Write(size_le, sizeof(size_le)));
+  ROCKSDCP_RETURN_IF_ERROR(out.Write(header));
+  header = std::string();
+  Progress p;
+  p.bytes_total = tensor_bytes;
+  p.items_total = tensors.size() + byte_fqns.size();
+  p.items_done = byte_fqns.size();
+  if (progress) progress(p);
+  ROCKSDCP_RETURN_IF_ERROR(StreamTensors(
+      *c.reader, id, tensors, buffer_bytes,
+      [&](size_t item, std::string_view bytes) -> Status {
+        ROCKSDCP_RETURN_IF_ERROR(out.Write(bytes));
+        p.bytes_done += bytes.size();
+        p.items_done = byte_fqns.size() + item;
+        if (progress) progress(p);
+        return Status::OK();
+      }));
+  if (p.bytes_done != tensor_bytes) {
+    return Status::Internal(where + ": streamed " +
+                            std::to_string(p.bytes_done) + " bytes of " +
+                            std::to_string(tensor_bytes));
+  }
+  ROCKSDCP_RETURN_IF_ERROR(out.Commit());
+  p.items_done = p.items_total;
+  if (progress) progress(p);
+  return TransferStats{.tensors = tensors.size(),
+                       .byte_items = byte_fqns.size(),
+                       .bytes = tensor_bytes};
+}
+
+Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
+  SafetensorsFile f;
+  f.path_ = path;
+  ROCKSDCP_RETURN_IF_ERROR(f.file_.Open(path));
+  auto data_offset = ParseSafetensors(
+      std::string_view(reinterpret_cast<const char*>(f.file_.data()),
+                       f.file_.size()),
+      &f.tensors_, &f.byte_items_);
+  if (!data_offset.ok()) {
+    return data_offset.status().WithContext("safetensors file " +
+                                            Quoted(path));
+  }
+  f.data_ = f.file_.data() + *data_offset;
+  return f;
+}
+
+Result<TransferStats> SafetensorsFile::SaveTo(
+    Store& store, const std::string& id, bool overwrite,
+    const ProgressCallback& progress) const {
+  StateDict sd;
+  TransferStats stats;
+  for (const SafetensorsTensor& t : tensors_) {
+    // Save only reads the tensors: the read-only mapping is never written.
+    sd[t.name] = TensorView::Contiguous(
+        t.dtype, t.shape, const_cast<uint8_t*>(data_ + t.begin));
+    ++stats.tensors;
+    stats.bytes += t.end - t.begin;
+  }
+  for (const auto& [key, value] : byte_items_) {
+    sd[key] = value;
+    ++stats.byte_items;
+  }
+  RocksDBWriterOptions wo;
+  wo.overwrite = overwrite;
+  wo.progress = progress;
+  ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter(wo));
+  SaveOptions so;
+  so.checkpoint_id = id;
+  auto saved = Save(sd, *writer, so);
+  if (!saved.ok()) {
+    return saved.status().WithContext(Where(store, id) + ", importing " +
+                                      Quoted(path_));
+  }
+  return stats;
+}
+
+Result<TransferStats> ImportSafetensors(const std::string& in_path,
+                                        Store& store, const std::string& id,
+                                        bool overwrite,
+                                        const ProgressCallback& progress) {
+  ROCKSDCP_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(in_path));
+  return f.SaveTo(store, id, overwrite, progress);
+}
+
+}  // namespace rocksdcp::tools
