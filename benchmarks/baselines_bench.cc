@@ -433,14 +433,6 @@ void BM_NaiveRocksDBLoad(benchmark::State& state, const Config& config) {
   RemoveDir(dir);
 }
 
-using CaseFn = void (*)(benchmark::State&, const Config&);
-
-benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
-                                         const Config& config) {
-  return benchmark::RegisterBenchmark(
-      name, [fn, &config](benchmark::State& state) { fn(state, config); });
-}
-
 }  // namespace
 
 void RegisterBaselineBenchmarks(const Config& c, int wl) {

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   for (int workload : {1, 2, 3}) {
     bench::RegisterBaselineBenchmarks(config, workload);
     bench::RegisterWorkloadBenchmarks(config, workload);
+    bench::RegisterToolsBenchmarks(config, workload);
   }
   bench::RegisterRssBenchmarks(config);
   if (config.ranks) bench::RegisterRanksBenchmarks(config);

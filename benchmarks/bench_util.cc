@@ -34,6 +34,12 @@ Status Errno(std::string_view what, const std::string& path) {
 
 }  // namespace
 
+benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
+                                         const Config& config) {
+  return benchmark::RegisterBenchmark(
+      name, [fn, &config](benchmark::State& state) { fn(state, config); });
+}
+
 bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
@@ -42,6 +48,15 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
       config->quick = true;
     } else if (arg == "--ranks") {
       config->ranks = true;
+    } else if (arg == "--tools") {
+#ifdef ROCKSDCP_BENCH_TOOLS
+      config->tools = true;
+#else
+      std::fprintf(stderr,
+                   "rocksdcp_bench: --tools needs the tools "
+                   "(-DROCKSDCP_BUILD_TOOLS=ON)\n");
+      return false;
+#endif
     } else if (arg.starts_with("--rss_gib=")) {
       const std::string value(arg.substr(std::strlen("--rss_gib=")));
       char* end = nullptr;
@@ -73,6 +88,8 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "               (BM_RssSave, BM_RssLoad; default 0, off)\n"
             "  --ranks      also run BM_SaveRanks / BM_LoadRanks on 1, 2, 4 "
             "thread ranks\n"
+            "  --tools      also run BM_ExportSafetensors / "
+            "BM_ImportSafetensors on W1-W3\n"
             "  --piece_kib=N  every save cuts pieces of at most N KiB "
             "(max_piece_bytes;\n"
             "               default 0, the library's default)\n\n");

@@ -4,7 +4,7 @@
 //
 // The cases: baselines_bench.cc (the baselines), workload_bench.cc (rocksdcp
 // on W1-W4, async save, the --rss_gib case), ranks_bench.cc (opt-in rank
-// scaling); workloads.h the state dicts; bench_main.cc the order they run
+// scaling), tools_bench.cc (opt-in safetensors export and import); workloads.h the state dicts; bench_main.cc the order they run
 // in. benchmarks/README.md has the how-to.
 
 #ifndef ROCKSDCP_BENCHMARKS_BENCH_UTIL_H_
@@ -36,6 +36,9 @@ struct Config {
   int64_t rss_gib = 0;
   // --ranks: also run BM_SaveRanks / BM_LoadRanks (1, 2, 4 thread ranks).
   bool ranks = false;
+  // --tools: also run BM_ExportSafetensors / BM_ImportSafetensors
+  // (tools_bench.cc; needs the tools built, ROCKSDCP_BUILD_TOOLS).
+  bool tools = false;
   // --piece_kib=N: RocksDBWriterOptions::max_piece_bytes for every save
   // (0: the library's default).
   int64_t piece_kib = 0;
@@ -63,6 +66,15 @@ void RegisterBaselineBenchmarks(const Config& config, int workload);
 void RegisterWorkloadBenchmarks(const Config& config, int workload);
 void RegisterRssBenchmarks(const Config& config);
 void RegisterRanksBenchmarks(const Config& config);
+// With --tools, on W1-W3 (tools_bench.cc).
+void RegisterToolsBenchmarks(const Config& config, int workload);
+
+// A case: its state, and the program's flags.
+using CaseFn = void (*)(benchmark::State&, const Config&);
+
+// Registers `fn` as case `name`. REQUIRES: `config` outlives the run.
+benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
+                                         const Config& config);
 
 // What every case sets: a fixed iteration count, wall-clock time (this is
 // I/O), milliseconds.

@@ -11,7 +11,8 @@ target that applies and whether it is met, and whether the added RSS stays
 within the memory budget (rocksdcp's save and load cases only).
 
 Pairing (by the `wl` and `cold` counters each case reports):
-  a save (BM_Save, BM_PerRankFilesSave, BM_NaiveRocksDBSave, BM_SaveRanks)
+  a save (BM_Save, BM_PerRankFilesSave, BM_NaiveRocksDBSave, BM_SaveRanks,
+      and --tools' BM_ExportSafetensors, BM_ImportSafetensors)
       -> BM_RawFileWriteFsync of the same workload: the same bytes written
          to one file, then fsync;
   a load -> BM_RawFileRead of the same workload and temperature;
@@ -56,6 +57,8 @@ OPS = {
     "BM_RssLoad": ("read", True),
     "BM_SaveRanks": ("write", True),
     "BM_LoadRanks": ("read", True),
+    "BM_ExportSafetensors": ("write", True),
+    "BM_ImportSafetensors": ("write", True),
 }
 
 W3_ITEMS_PER_S = 50_000

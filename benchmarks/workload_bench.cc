@@ -366,14 +366,6 @@ void BM_RssLoad(benchmark::State& state, const Config& config) {
   DropWorkload();
 }
 
-using CaseFn = void (*)(benchmark::State&, const Config&);
-
-benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
-                                         const Config& config) {
-  return benchmark::RegisterBenchmark(
-      name, [fn, &config](benchmark::State& state) { fn(state, config); });
-}
-
 }  // namespace
 
 void RegisterWorkloadBenchmarks(const Config& c, int wl) {
