@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/chunk_check.h"
 #include "rocksdcp/planner.h"
 #include "util/text.h"
 
@@ -43,28 +44,22 @@ Status CheckMatches(const std::string& fqn, const TensorStorageMetadata& md,
   return Status::OK();
 }
 
-// The metadata may come from an untrusted checkpoint: make sure every chunk
-// has the tensor's rank and lies within its size before doing arithmetic on
-// it, so a forged offset can't overflow.
-Status CheckSavedChunks(const std::string& fqn,
+// The metadata comes from disk and is untrusted: the saved chunks must tile
+// the tensor exactly before any arithmetic on them. A chunk outside the
+// size could overflow an offset; overlapping chunks with a hole of the same
+// size would pass a count of covered elements and leave the hole's elements
+// unwritten, so the load would hand out stale bytes.
+Status CheckSavedChunks(const Metadata& metadata, const std::string& fqn,
                         const TensorStorageMetadata& md) {
-  const size_t dims = md.size.size();
-  for (size_t i = 0; i < md.chunks.size(); ++i) {
-    const ChunkStorageMetadata& chunk = md.chunks[i];
-    bool inside = chunk.offsets.size() == dims && chunk.sizes.size() == dims;
-    for (size_t d = 0; inside && d < dims; ++d) {
-      inside = chunk.offsets[d] >= 0 && chunk.sizes[d] >= 0 &&
-               chunk.offsets[d] <= md.size[d] - chunk.sizes[d];
-    }
-    if (!inside) {
-      return Status::Corruption(
-          "checkpoint metadata of " + util::Quote(fqn) + ": chunk " +
-          std::to_string(i) + " at " + util::ShapeString(chunk.offsets) +
-          " of size " + util::ShapeString(chunk.sizes) +
-          " does not lie within the tensor's size " + util::ShapeString(md.size));
-    }
+  std::string problem = core::ChunkTilingProblem(md.size, md.chunks);
+  if (problem.empty()) return Status::OK();
+  std::string where = "checkpoint metadata";
+  if (metadata.storage_meta && metadata.storage_meta->checkpoint_id) {
+    where +=
+        " of checkpoint " + util::Quote(*metadata.storage_meta->checkpoint_id);
   }
-  return Status::OK();
+  return Status::Corruption(where + ", item " + util::Quote(fqn) + ": " +
+                            problem);
 }
 
 Status CheckShards(const std::string& fqn, const ShardedTensor& st) {
@@ -136,8 +131,8 @@ Status PlanTensorReads(const std::string& fqn, const TensorStorageMetadata& md,
       covered += static_cast<uint64_t>(Volume(item.lengths));
       plan->items.push_back(std::move(item));
     }
-    // Chunks were validated to tile the tensor when it was saved, so a
-    // shortfall or an excess means the metadata is damaged.
+    // CheckSavedChunks found that the chunks tile the tensor, so this can't
+    // fail; it guards the loop above against a change to that check.
     if (covered != static_cast<uint64_t>(volume)) {
       std::string where = boxes.size() == 1 && box.sizes == md.size
                               ? ""
@@ -218,7 +213,8 @@ Result<LoadPlan> DefaultLoadPlanner::CreateLocalPlan() {
       plan.items.push_back(std::move(item));
       continue;
     }
-    ROCKSDCP_RETURN_IF_ERROR(CheckSavedChunks(fqn, *tensor_md));
+    ROCKSDCP_RETURN_IF_ERROR(
+        CheckSavedChunks(*rep_->metadata, fqn, *tensor_md));
     std::vector<DestBox> boxes;
     if (const auto* view = std::get_if<TensorView>(&value)) {
       ROCKSDCP_RETURN_IF_ERROR(view->Validate(fqn));

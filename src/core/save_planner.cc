@@ -2,38 +2,19 @@
 // (create_default_local_save_plan, dedup_save_plans,
 // create_default_global_save_plan, _validate_global_plan) over our StateDict.
 
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "core/chunk_check.h"
 #include "rocksdcp/planner.h"
 #include "util/text.h"
 
 namespace rocksdcp {
 
 namespace {
-
-// Product of `sizes`, or nullopt if a size is negative or the product
-// overflows. Global sizes come from the caller (or a custom planner) and
-// are not bounded by any buffer, so the product is checked.
-std::optional<int64_t> CheckedVolume(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) {
-    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return std::nullopt;
-  }
-  return n;
-}
-
-// Product of `sizes`.
-// REQUIRES: the sizes lie within a box whose CheckedVolume succeeded.
-int64_t Volume(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
 
 WriteItem MakeTensorItem(WriteItemType type, const std::string& fqn,
                          std::vector<int64_t> offsets,
@@ -62,7 +43,7 @@ Status ValidateShardedTensor(const std::string& fqn, const ShardedTensor& st) {
   if (!IsValidDType(static_cast<uint8_t>(st.dtype))) {
     return bad("invalid dtype");
   }
-  if (!CheckedVolume(st.global_size)) {
+  if (!core::CheckedVolume(st.global_size)) {
     return bad("global size " + util::ShapeString(st.global_size) +
                " is negative or has more than 2^63 elements");
   }
@@ -99,87 +80,12 @@ Status ValidateShardedTensor(const std::string& fqn, const ShardedTensor& st) {
   return Status::OK();
 }
 
-bool ChunkWithin(const ChunkStorageMetadata& chunk,
-                 const std::vector<int64_t>& size) {
-  if (chunk.offsets.size() != size.size() ||
-      chunk.sizes.size() != size.size()) {
-    return false;
-  }
-  for (size_t d = 0; d < size.size(); ++d) {
-    if (chunk.offsets[d] < 0 || chunk.sizes[d] < 0 ||
-        chunk.offsets[d] > size[d] - chunk.sizes[d]) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// DCP's _check_box_overlap. Boxes with a zero extent overlap nothing; two
-// 0-d boxes are the same single element.
-bool ChunksOverlap(const ChunkStorageMetadata& a,
-                   const ChunkStorageMetadata& b) {
-  for (size_t d = 0; d < a.offsets.size(); ++d) {
-    if (a.offsets[d] >= b.offsets[d] + b.sizes[d]) return false;
-    if (b.offsets[d] >= a.offsets[d] + a.sizes[d]) return false;
-  }
-  return true;
-}
-
 // DCP's _validate_global_plan for one tensor: every chunk lies within the
-// size, no two overlap, and together they cover it. The overlap check sorts
-// by the first dimension so that the usual row- or block-sharded layouts
-// cost O(n log n) instead of DCP's O(n^2).
+// size, no two overlap, and together they cover it.
 Status ValidateChunks(const std::string& fqn, const TensorStorageMetadata& md) {
-  auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("item " + util::Quote(fqn) + ": " + why);
-  };
-  const std::optional<int64_t> volume = CheckedVolume(md.size);
-  if (!volume) {
-    return bad("size " + util::ShapeString(md.size) +
-               " is negative or has more than 2^63 elements");
-  }
-  std::vector<const ChunkStorageMetadata*> nonempty;
-  for (const ChunkStorageMetadata& chunk : md.chunks) {
-    if (!ChunkWithin(chunk, md.size)) {
-      return bad("chunk at " + util::ShapeString(chunk.offsets) + " of size " +
-                 util::ShapeString(chunk.sizes) + " lies outside the size " +
-                 util::ShapeString(md.size));
-    }
-    if (Volume(chunk.sizes) > 0) nonempty.push_back(&chunk);
-  }
-  if (md.size.empty()) {
-    if (nonempty.size() > 1) {
-      return bad("the 0-d tensor is saved " + std::to_string(nonempty.size()) +
-                 " times");
-    }
-  } else {
-    std::sort(nonempty.begin(), nonempty.end(),
-              [](const ChunkStorageMetadata* a, const ChunkStorageMetadata* b) {
-                return a->offsets[0] < b->offsets[0];
-              });
-    for (size_t i = 0; i < nonempty.size(); ++i) {
-      const ChunkStorageMetadata& a = *nonempty[i];
-      for (size_t j = i + 1; j < nonempty.size(); ++j) {
-        const ChunkStorageMetadata& b = *nonempty[j];
-        if (b.offsets[0] >= a.offsets[0] + a.sizes[0]) break;
-        if (ChunksOverlap(a, b)) {
-          return bad("chunks at " + util::ShapeString(a.offsets) + " and " +
-                     util::ShapeString(b.offsets) + " overlap");
-        }
-      }
-    }
-  }
-  // Chunks lie within the size and are disjoint, so the sum can't exceed
-  // the tensor's volume (and can't overflow).
-  int64_t covered = 0;
-  for (const ChunkStorageMetadata* chunk : nonempty) {
-    covered += Volume(chunk->sizes);
-  }
-  if (covered != *volume) {
-    return bad("chunks cover " + std::to_string(covered) + " of " +
-               std::to_string(*volume) + " elements");
-  }
-  return Status::OK();
+  std::string problem = core::ChunkTilingProblem(md.size, md.chunks);
+  if (problem.empty()) return Status::OK();
+  return Status::InvalidArgument("item " + util::Quote(fqn) + ": " + problem);
 }
 
 // What every rank's items say about one fqn; they must agree.
