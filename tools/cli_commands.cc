@@ -280,9 +280,11 @@ int RunVerify(const Args& a) {
                   Printable(p.status.message()).c_str());
     }
     for (const DamagedItem& d : c.damaged_items) {
-      std::printf("  %s: %" PRIu64 " bad pieces; first: %s\n",
-                  Printable(d.fqn).c_str(), d.bad_pieces,
-                  Printable(d.first_problem.message()).c_str());
+      const std::string count =
+          d.bad_pieces > 0 ? std::to_string(d.bad_pieces) + " bad pieces"
+                           : std::to_string(d.problems) + " problems";
+      std::printf("  %s: %s; first: %s\n", Printable(d.fqn).c_str(),
+                  count.c_str(), Printable(d.first_problem.message()).c_str());
     }
   }
   if (a.json) {
@@ -436,6 +438,10 @@ int RunImport(const Args& a) {
   // damaged file creates no store and changes none.
   auto file = SafetensorsFile::Open(a.positional[0]);
   if (!file.ok()) return Fail("import", file.status());
+  if (Status s = RocksDBStorageWriter::ValidateCheckpointId(a.positional[2]);
+      !s.ok()) {
+    return Fail("import", s);
+  }
   auto store = OpenStore("import", a.positional[1], /*read_only=*/false,
                          /*create=*/true);
   if (!store.ok()) return Fail("import", store.status());

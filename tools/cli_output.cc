@@ -11,14 +11,37 @@ namespace rocksdcp::tools {
 
 std::string Printable(std::string_view s) {
   std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
+  auto escape = [&out](unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+    out += buf;
+  };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) {
+        escape(c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
     }
+    const size_t n = Utf8SequenceLength(s, i);
+    const bool c1 = n == 2 && c == 0xc2 &&
+                    static_cast<unsigned char>(s[i + 1]) < 0xa0;
+    if (n == 0 || c1) {
+      // A byte outside UTF-8 (a terminal may read 0x9b as CSI), or a C1
+      // control (U+0080-U+009F): its bytes as \xNN.
+      const size_t bytes = n == 0 ? 1 : n;
+      for (size_t k = 0; k < bytes; ++k) {
+        escape(static_cast<unsigned char>(s[i + k]));
+      }
+      i += bytes;
+      continue;
+    }
+    out.append(s.substr(i, n));
+    i += n;
   }
   return out;
 }

@@ -13,8 +13,9 @@
 
 namespace rocksdcp::tools {
 
-// `s` for a terminal: control characters as \xNN. An fqn or id is any byte
-// string, and an ESC sequence in one would drive the user's terminal.
+// `s` for a terminal: control characters (C0, DEL and C1) and bytes outside
+// UTF-8 as \xNN; other UTF-8 as itself. An fqn or id is any byte string,
+// and an escape sequence in one would drive the user's terminal.
 std::string Printable(std::string_view s);
 
 // Prints a --json document and a newline on stdout.

@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+#include <csignal>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -21,13 +24,41 @@ std::string DirName(const std::string& path) {
   return ::dirname(copy.data());
 }
 
+// The temporary file of the OutFile being written, for the signal handler
+// to remove: a fixed buffer and a flag, all an async-signal-safe handler
+// may touch.
+char g_temp_path[PATH_MAX + 64];
+volatile sig_atomic_t g_temp_set = 0;
+
+void SetActiveTemp(const std::string& path) {
+  g_temp_set = 0;
+  if (path.size() >= sizeof(g_temp_path)) return;
+  std::memcpy(g_temp_path, path.c_str(), path.size() + 1);
+  g_temp_set = 1;
+}
+
+void ClearActiveTemp() { g_temp_set = 0; }
+
+extern "C" void RemoveTempAndDie(int sig) {
+  if (g_temp_set) ::unlink(g_temp_path);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 }  // namespace
+
+void RemoveOutFilesOnSignals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, RemoveTempAndDie);
+}
 
 OutFile::OutFile(std::string path) : path_(std::move(path)) {}
 
 OutFile::~OutFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+  if (!committed_ && !temp_path_.empty()) {
+    ClearActiveTemp();
+    ::unlink(temp_path_.c_str());
+  }
 }
 
 Status OutFile::Error(std::string_view what, const std::string& path) const {
@@ -38,7 +69,8 @@ Status OutFile::Error(std::string_view what, const std::string& path) const {
 
 Status OutFile::Open() {
   struct stat st;
-  if (::stat(path_.c_str(), &st) == 0) {
+  const bool exists = ::stat(path_.c_str(), &st) == 0;
+  if (exists) {
     if (!S_ISREG(st.st_mode)) {
       return Status::InvalidArgument("cannot write " + Quoted(path_) +
                                      ": not a regular file");
@@ -46,20 +78,36 @@ Status OutFile::Open() {
     if (::access(path_.c_str(), W_OK) != 0) {
       return Error("cannot write", path_);
     }
+    // Through a symlink, as `cp` writes: the file it names is replaced.
+    char resolved[PATH_MAX];
+    if (::realpath(path_.c_str(), resolved) == nullptr) {
+      return Error("cannot write", path_);
+    }
+    target_ = resolved;
   } else if (errno != ENOENT) {
     return Error("cannot write", path_);
+  } else {
+    target_ = path_;
   }
-  // A name of our own beside the target: O_EXCL never opens another's file.
-  const std::string base = path_ + ".rocksdcp-tmp." + std::to_string(::getpid());
+  // A short name of our own beside the target (O_EXCL never opens
+  // another's file), hidden, and removed on failure or Ctrl-C
+  // (RemoveOutFilesOnSignals).
+  const std::string base = DirName(target_) + "/.rocksdcp-tmp." +
+                           std::to_string(::getpid()) + ".";
   for (int attempt = 0; fd_ < 0; ++attempt) {
-    temp_path_ = base + "." + std::to_string(attempt);
+    temp_path_ = base + std::to_string(attempt);
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
                  0666);
     if (fd_ < 0 && (errno != EEXIST || attempt == 99)) {
-      Status s = Error("cannot create", temp_path_);
+      Status s = Error("cannot create a file beside", path_);
       temp_path_.clear();
       return s;
     }
+  }
+  SetActiveTemp(temp_path_);
+  // A replaced file keeps its permissions: a private file stays private.
+  if (exists && ::fchmod(fd_, st.st_mode & 07777) != 0) {
+    return Error("cannot write", path_);
   }
   return Status::OK();
 }
@@ -70,7 +118,7 @@ Status OutFile::Write(const void* data, size_t n) {
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return Error("cannot write", temp_path_);
+      return Error("cannot write", path_);
     }
     p += w;
     n -= static_cast<size_t>(w);
@@ -79,17 +127,18 @@ Status OutFile::Write(const void* data, size_t n) {
 }
 
 Status OutFile::Commit() {
-  if (::fsync(fd_) != 0) return Error("cannot write", temp_path_);
+  if (::fsync(fd_) != 0) return Error("cannot write", path_);
   const int rc = ::close(fd_);
   fd_ = -1;
-  if (rc != 0) return Error("cannot write", temp_path_);
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-    return Error("cannot rename " + Quoted(temp_path_) + " to", path_);
+  if (rc != 0) return Error("cannot write", path_);
+  if (::rename(temp_path_.c_str(), target_.c_str()) != 0) {
+    return Error("cannot write", path_);
   }
   committed_ = true;
+  ClearActiveTemp();
   // The rename itself is durable once the directory is synced.
-  const int dir = ::open(DirName(path_).c_str(), O_RDONLY | O_DIRECTORY |
-                                                    O_CLOEXEC);
+  const int dir = ::open(DirName(target_).c_str(), O_RDONLY | O_DIRECTORY |
+                                                      O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);

@@ -13,14 +13,18 @@
 
 namespace rocksdcp::tools {
 
-// An output file written under a temporary name in the same directory and
-// renamed over `path` by Commit(), after an fsync: readers of `path` see
-// the old file or the whole new one, never a part, and a failed or
-// interrupted write leaves `path` as it was. Only the temporary file is
-// ever removed. A `path` that exists must be a regular file the user may
-// write (as `cp` would require); a directory, device or read-only file is
-// refused by Open() and left alone.
-// Not thread-safe. Call order: Open, Write..., Commit.
+// An output file written under a temporary name in the same directory
+// (".rocksdcp-tmp.<pid>.<n>") and renamed over `path` by Commit(), after an
+// fsync: readers of `path` see the old file or the whole new one, never a
+// part, and a failed or interrupted write leaves `path` as it was. Only the
+// temporary file is ever removed: by the destructor, or, after
+// RemoveOutFilesOnSignals, on Ctrl-C. A `path` that exists must be a regular
+// file the user may write (as `cp` would require); a directory, device or
+// read-only file is refused by Open() and left alone. A symlink is followed
+// (the file it names is replaced), and a replaced file keeps its
+// permissions. Errors name `path`.
+// Not thread-safe; one OutFile open at a time per process (the signal
+// handler knows one). Call order: Open, Write..., Commit.
 class OutFile {
  public:
   explicit OutFile(std::string path);
@@ -37,10 +41,16 @@ class OutFile {
   Status Error(std::string_view what, const std::string& path) const;
 
   std::string path_;
+  std::string target_;  // path_, through a symlink.
   std::string temp_path_;
   int fd_ = -1;
   bool committed_ = false;
 };
+
+// Makes SIGINT, SIGTERM and SIGHUP remove the temporary file of the OutFile
+// being written before they end the process as they would have. For
+// programs (the CLI) that own their signal handling.
+void RemoveOutFilesOnSignals();
 
 // A read-only, private mapping of a whole file. The pages are the page
 // cache's: memory the kernel can drop, not a copy. If another process

@@ -7,41 +7,22 @@
 namespace rocksdcp::tools {
 namespace {
 
-// The length of the well-formed UTF-8 sequence at s[i], or 0 if there is
-// none. REQUIRES: i < s.size().
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const uint8_t c = static_cast<uint8_t>(s[i]);
-  int extra;
-  uint32_t cp;
-  if (c < 0x80) {
-    return 1;
-  } else if ((c & 0xe0) == 0xc0) {
-    extra = 1, cp = c & 0x1f;
-  } else if ((c & 0xf0) == 0xe0) {
-    extra = 2, cp = c & 0x0f;
-  } else if ((c & 0xf8) == 0xf0) {
-    extra = 3, cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (s.size() - i <= static_cast<size_t>(extra)) return 0;
-  for (int k = 1; k <= extra; ++k) {
-    const uint8_t cc = static_cast<uint8_t>(s[i + k]);
-    if ((cc & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (cc & 0x3f);
-  }
-  static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[extra] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-    return 0;
-  }
-  return extra + 1;
-}
 
 class JsonParser {
  public:
   JsonParser(std::string_view text, std::string_view what,
              uint64_t max_values)
       : s_(text), what_(what), max_values_(max_values) {}
+
+  Status ParseObjectMembers(const JsonMemberFn& on_member) {
+    SkipSpace();
+    if (pos_ == s_.size() || s_[pos_] != '{') return Error("not a JSON object");
+    Json unused;
+    ROCKSDCP_RETURN_IF_ERROR(Object(&unused, 0, &on_member));
+    SkipSpace();
+    if (pos_ != s_.size()) return Error("trailing characters");
+    return Status::OK();
+  }
 
   Result<Json> ParseDocument() {
     Json v;
@@ -99,7 +80,9 @@ class JsonParser {
     return Error("unexpected character");
   }
 
-  Status Object(Json* v, int depth) {
+  // With `on_member`, hands each member to it as it is parsed, with the
+  // value bound applying to each member's value, and keeps none.
+  Status Object(Json* v, int depth, const JsonMemberFn* on_member = nullptr) {
     v->kind = Json::kObject;
     ++pos_;
     SkipSpace();
@@ -117,8 +100,13 @@ class JsonParser {
       SkipSpace();
       if (!Consume(":")) return Error("expected ':'");
       Json member;
+      if (on_member != nullptr) values_ = 0;
       ROCKSDCP_RETURN_IF_ERROR(Value(&member, depth + 1));
-      v->object.push_back({std::move(key), std::move(member)});
+      if (on_member != nullptr) {
+        ROCKSDCP_RETURN_IF_ERROR((*on_member)(std::move(key), std::move(member)));
+      } else {
+        v->object.push_back({std::move(key), std::move(member)});
+      }
       SkipSpace();
       if (Consume("}")) return Status::OK();
       if (!Consume(",")) return Error("expected ',' or '}'");
@@ -277,6 +265,34 @@ class JsonParser {
 
 }  // namespace
 
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const uint8_t c = static_cast<uint8_t>(s[i]);
+  int extra;
+  uint32_t cp;
+  if (c < 0x80) {
+    return 1;
+  } else if ((c & 0xe0) == 0xc0) {
+    extra = 1, cp = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    extra = 2, cp = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    extra = 3, cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (s.size() - i <= static_cast<size_t>(extra)) return 0;
+  for (int k = 1; k <= extra; ++k) {
+    const uint8_t cc = static_cast<uint8_t>(s[i + k]);
+    if ((cc & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3f);
+  }
+  static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[extra] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+    return 0;
+  }
+  return extra + 1;
+}
+
 bool IsUtf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const size_t n = Utf8SequenceLength(s, i);
@@ -382,6 +398,13 @@ void JsonWriter::Separate() {
 Result<Json> ParseJson(std::string_view text, std::string_view what,
                        uint64_t max_values) {
   return JsonParser(text, what, max_values).ParseDocument();
+}
+
+Status ParseJsonObject(std::string_view text, std::string_view what,
+                       const JsonMemberFn& on_member,
+                       uint64_t max_member_values) {
+  return JsonParser(text, what, max_member_values)
+      .ParseObjectMembers(on_member);
 }
 
 }  // namespace rocksdcp::tools

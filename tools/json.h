@@ -6,6 +6,7 @@
 #define ROCKSDCP_TOOLS_JSON_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,10 @@
 #include "rocksdcp/status.h"
 
 namespace rocksdcp::tools {
+
+// The length (1-4) of the well-formed UTF-8 sequence at s[i], or 0 if
+// there is none there. REQUIRES: i < s.size().
+size_t Utf8SequenceLength(std::string_view s, size_t i);
 
 // Whether `s` is well-formed UTF-8 (RFC 3629: shortest form, no surrogates,
 // nothing past U+10FFFF).
@@ -93,6 +98,18 @@ struct JsonMember {
 inline constexpr uint64_t kDefaultMaxJsonValues = uint64_t{1} << 21;
 Result<Json> ParseJson(std::string_view text, std::string_view what,
                        uint64_t max_values = kDefaultMaxJsonValues);
+
+// Receives one member of a top-level object: its key and parsed value.
+using JsonMemberFn = std::function<Status(std::string key, Json value)>;
+
+// Parses `text` as ParseJson does, but it must be an object, and each
+// member goes to `on_member` as soon as it is parsed, then is dropped:
+// memory holds one member's value at a time (at most `max_member_values`
+// values), whatever the number of members. Keys are checked for
+// duplicates. An error from `on_member` stops the parse and is returned.
+Status ParseJsonObject(std::string_view text, std::string_view what,
+                       const JsonMemberFn& on_member,
+                       uint64_t max_member_values = kDefaultMaxJsonValues);
 
 }  // namespace rocksdcp::tools
 

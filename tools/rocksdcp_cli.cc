@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cli_commands.h"
+#include "files.h"
 
 namespace rocksdcp::tools {
 namespace {
@@ -217,6 +219,10 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // The library reports errors as values; only an allocation can throw. A
   // command that runs out of memory fails like any other, with exit 1.
+  // A closed pipe behind stdout is a write error (EPIPE, exit 1), not a
+  // silent death; Ctrl-C leaves no temporary file behind.
+  std::signal(SIGPIPE, SIG_IGN);
+  rocksdcp::tools::RemoveOutFilesOnSignals();
   try {
     return rocksdcp::tools::Main(argc, argv);
   } catch (const std::bad_alloc&) {

@@ -28,7 +28,9 @@ Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
   for (const std::string& fqn : fqns) sd[fqn] = std::string();
   LoadOptions options;
   options.checkpoint_id = id;
-  options.allow_partial_load = true;
+  // Every one must be there: a byte item gone (the checkpoint replaced
+  // since its metadata was read) fails, naming it, not an empty string.
+  options.allow_partial_load = false;
   ROCKSDCP_RETURN_IF_ERROR(Load(&sd, *c.reader, options));
   JsonWriter base64_names;
   base64_names.BeginArray();
@@ -92,6 +94,12 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
       byte_fqns.push_back(fqn);
       continue;
     }
+    if (md->size.size() > kMaxSafetensorsDims) {
+      return Status::InvalidArgument(
+          item + ": " + std::to_string(md->size.size()) +
+          " dimensions; import reads at most " +
+          std::to_string(kMaxSafetensorsDims));
+    }
     if (!SafetensorsDTypeName(md->properties.dtype)) {
       return Status::InvalidArgument(
           item + ": dtype " + std::string(DTypeName(md->properties.dtype)) +
@@ -108,6 +116,14 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
   // The byte items' total (the catalog's payload less the tensors') bounds
   // the header before any is read: a 6 GB pickled byte item is refused, not
   // loaded.
+  // Import parses "__metadata__" as one JSON object of at most
+  // kDefaultMaxJsonValues values (each entry is 2, the object 1).
+  if (2 * (byte_fqns.size() + 1) + 1 > kDefaultMaxJsonValues) {
+    return Status::InvalidArgument(
+        where + ": " + std::to_string(byte_fqns.size()) +
+        " byte items; a safetensors header of rocksdcp's holds at most " +
+        std::to_string(kDefaultMaxJsonValues / 2 - 2));
+  }
   std::string metadata_json;
   if (!byte_fqns.empty()) {
     ROCKSDCP_ASSIGN_OR_RETURN(CheckpointInfo info, store.Info(id));

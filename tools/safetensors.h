@@ -40,10 +40,11 @@ struct TransferStats {
   uint64_t bytes = 0;  // Tensor payload.
 };
 
-// Writes checkpoint `id` as a safetensors file. Tensors are laid out as
-// safetensors' own writer does (by element size, largest first, then by
-// name), so each one's data is aligned to its element size; the header is
-// padded with spaces to a multiple of 8. Byte items go into
+// Writes checkpoint `id` as a safetensors file. Tensors are laid out by
+// element size, largest first, then by name (safetensors' own writer
+// orders by dtype, then name: the same alignment), so each one's data is
+// aligned to its element size; the header is padded with spaces to a
+// multiple of 8. Byte items go into
 // "__metadata__": a value that is UTF-8 as itself, any other as base64
 // (RFC 4648), its name listed under kBase64ItemsKey, which
 // ImportSafetensors undoes.
@@ -53,10 +54,12 @@ struct TransferStats {
 // byte items, bounded by the header limit, are read in one load. The file
 // appears whole or not at all (OutFile).
 //
-// InvalidArgument, naming the checkpoint and item, for a dtype safetensors
-// lacks (complex32/128), a name it can't hold (not UTF-8, "__metadata__",
-// or kBase64ItemsKey for a byte item), or byte items that would take the
-// header past kMaxSafetensorsHeaderBytes (checked before any is read).
+// InvalidArgument, naming the checkpoint and item, for what import could
+// not read back: a dtype safetensors lacks (complex32/128), more than
+// kMaxSafetensorsDims dimensions, a name it can't hold (not UTF-8,
+// "__metadata__", or kBase64ItemsKey for a byte item), over a million byte
+// items, or byte items that would take the header past
+// kMaxSafetensorsHeaderBytes (checked before any is read).
 // progress reports bytes and items written.
 Result<TransferStats> ExportSafetensors(
     Store& store, const std::string& id, const std::string& out_path,
@@ -89,7 +92,10 @@ Result<uint64_t> ParseSafetensors(
 // A safetensors file, mapped read-only (MappedFile) with its header
 // verified before anything uses it: the header size within the file and
 // kMaxSafetensorsHeaderBytes; strict JSON (tools/json.h: no duplicate keys,
-// UTF-8, bounded); no unknown fields; known dtypes; at most
+// UTF-8), parsed member by member (memory holds the parsed tensors, not a
+// JSON tree; each member at most kDefaultMaxJsonValues values); fields
+// other than dtype, shape and data_offsets ignored, as upstream; known
+// dtypes; at most
 // kMaxSafetensorsDims dimensions; sizes matching dtype and shape without
 // overflow; and, as safetensors' own reader requires, tensors that tile the
 // data exactly, without gaps or overlaps. Corruption naming the file and

@@ -57,10 +57,10 @@ Result<SafetensorsTensor> ParseTensorEntry(const std::string& name,
   const Json* shape = nullptr;
   const Json* offsets = nullptr;
   for (const auto& [key, member] : v.object) {
+    // Other fields are ignored, as safetensors' own reader (serde) does.
     if (key == "dtype") dtype = &member;
     else if (key == "shape") shape = &member;
     else if (key == "data_offsets") offsets = &member;
-    else return bad("unknown field " + JsonString(key));
   }
   if (dtype == nullptr || shape == nullptr || offsets == nullptr) {
     return bad("needs \"dtype\", \"shape\" and \"data_offsets\"");
@@ -164,19 +164,18 @@ Status ByteItemsFromMetadata(
 Status ParseHeader(std::string_view json, uint64_t data_size,
                    std::vector<SafetensorsTensor>* tensors,
                    std::vector<std::pair<std::string, std::string>>* items) {
-  ROCKSDCP_ASSIGN_OR_RETURN(Json doc, ParseJson(json, "the header"));
-  if (doc.kind != Json::kObject) {
-    return Status::Corruption("header is not a JSON object");
-  }
-  for (const auto& [name, v] : doc.object) {
-    if (name == kSafetensorsMetadataKey) {
-      ROCKSDCP_RETURN_IF_ERROR(ByteItemsFromMetadata(v, items));
-      continue;
-    }
-    ROCKSDCP_ASSIGN_OR_RETURN(SafetensorsTensor t,
-                              ParseTensorEntry(name, v, data_size));
-    tensors->push_back(std::move(t));
-  }
+  // Member by member: memory holds the tensors as parsed (a few dozen
+  // bytes each beyond their names), never the whole header's JSON tree.
+  ROCKSDCP_RETURN_IF_ERROR(ParseJsonObject(
+      json, "the header", [&](std::string name, Json v) -> Status {
+        if (name == kSafetensorsMetadataKey) {
+          return ByteItemsFromMetadata(v, items);
+        }
+        ROCKSDCP_ASSIGN_OR_RETURN(SafetensorsTensor t,
+                                  ParseTensorEntry(name, v, data_size));
+        tensors->push_back(std::move(t));
+        return Status::OK();
+      }));
   // As safetensors' own reader: tensors tile the data region exactly, in
   // offset order, without gaps or overlaps.
   std::sort(tensors->begin(), tensors->end(),

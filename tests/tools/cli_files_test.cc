@@ -107,13 +107,27 @@ TEST_F(CliFilesTest, BadStoreIdFqnOrFileFailsNamingIt) {
   EXPECT_THAT(ListedIds(), ElementsAre("ck"));
 }
 
-TEST_F(CliFilesTest, ImportChecksTheFileBeforeCreatingTheStore) {
+TEST_F(CliFilesTest, ImportChecksFileAndIdBeforeCreatingTheStore) {
+  SaveExamples({"ck"});
+  CloseStore();
+  const std::string good = dir_.Sub("ck.safetensors");
+  ASSERT_EQ(Run({"export", store_path(), "ck", "--safetensors", good})
+                .exit_code,
+            0);
   const std::string fresh = dir_.Sub("fresh");
   tools::WriteFile(dir_.Sub("bad.safetensors"), std::string(7, '\0'));
-  for (const std::string& file :
-       {dir_.Sub("none.safetensors"), dir_.Sub("bad.safetensors")}) {
-    CliRun r = Run({"import", file, fresh, "x"});
-    EXPECT_EQ(r.exit_code, kFailed) << file;
+  const struct {
+    std::string file, id, says;
+  } cases[] = {
+      {dir_.Sub("none.safetensors"), "x", "none.safetensors"},
+      {dir_.Sub("bad.safetensors"), "x", "bad.safetensors"},
+      {good, "default", "default"},  // RocksDB's own column family.
+      {good, "", "empty"},
+  };
+  for (const auto& c : cases) {
+    CliRun r = Run({"import", c.file, fresh, c.id});
+    EXPECT_EQ(r.exit_code, kFailed) << c.file << " " << c.id;
+    EXPECT_THAT(r.err, HasSubstr(c.says));
     EXPECT_FALSE(Exists(fresh)) << "a failed import created the store";
   }
 }
@@ -175,12 +189,25 @@ TEST_F(CliFilesTest, JsonIsValidAndTextIsSafeWhateverTheNamesHold) {
 
   CliRun text = Run({"info", store_path(), "ck"});
   EXPECT_EQ(text.exit_code, 0);
-  EXPECT_THAT(text.out, AllOf(HasSubstr("caf\xe9\\x01\\x1b[31m"),
-                              Not(HasSubstr("\x1b"))));
+  EXPECT_THAT(text.out, AllOf(HasSubstr("caf\\xe9\\x01\\x1b[31m"),
+                              Not(HasSubstr("\x1b")), Not(HasSubstr("\xe9"))));
   CliRun missing = Run({"dump", store_path(), "ck", "\x1b[2J", "--npy",
                         dir_.Sub("x.npy")});
   EXPECT_EQ(missing.exit_code, kFailed);
   EXPECT_THAT(missing.err, AllOf(HasSubstr("\\x1b[2J"), Not(HasSubstr("\x1b"))));
+}
+
+TEST_F(CliFilesTest, IdsOutsideUtf8ListAsValidJsonAndSafeText) {
+  // An id is any bytes but controls: Latin-1, and a C1 CSI (U+009B).
+  ASSERT_OK(SaveDict({{"w", std::string("v")}}, "caf\xe9"));
+  ASSERT_OK(SaveDict({{"w", std::string("v")}}, "x\xc2\x9by"));
+  CloseStore();
+  EXPECT_THAT(ListedIds(),
+              ElementsAre("caf\xef\xbf\xbd", "x\xc2\x9by"));
+  CliRun text = Run({"ls", store_path()});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_THAT(text.out, AllOf(HasSubstr("caf\\xe9"), HasSubstr("x\\xc2\\x9by"),
+                              Not(HasSubstr("\x9b"))));
 }
 
 TEST_F(CliFilesTest, ARepeatedIdIsDeletedOnce) {
@@ -195,9 +222,13 @@ TEST_F(CliFilesTest, ARepeatedIdIsDeletedOnce) {
 TEST_F(CliFilesTest, LostOutputFailsTheCommand) {
   SaveExamples({"ck"});
   CloseStore();
-  CliRun r = Run({"ls", store_path(), "--json"}, "/dev/full");
-  EXPECT_EQ(r.exit_code, kFailed);
-  EXPECT_THAT(r.err, HasSubstr("cannot write the output"));
+  CliRun full = Run({"ls", store_path(), "--json"}, "/dev/full");
+  EXPECT_EQ(full.exit_code, kFailed);
+  EXPECT_THAT(full.err, HasSubstr("cannot write the output"));
+  // A pipe whose reader has gone: EPIPE, exit 1, not death by SIGPIPE.
+  CliRun pipe = RunIntoClosedPipe({"ls", store_path(), "--json"});
+  EXPECT_EQ(pipe.exit_code, kFailed);
+  EXPECT_THAT(pipe.err, HasSubstr("cannot write the output"));
 }
 
 }  // namespace

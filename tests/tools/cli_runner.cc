@@ -82,6 +82,24 @@ CliRun CliTest::Run(const std::vector<std::string>& args,
   return r;
 }
 
+CliRun CliTest::RunIntoClosedPipe(const std::vector<std::string>& args) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  close(fds[0]);
+  const std::string err = dir_.Sub("cli.err");
+  pid_t pid = fork();
+  if (pid == 0) {
+    ExecCli(args, fds[1], open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  }
+  close(fds[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliRun r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = tools::ReadFile(err);
+  return r;
+}
+
 CliRun CliTest::RunJson(std::vector<std::string> args) {
   args.push_back("--json");
   CliRun r = Run(args);

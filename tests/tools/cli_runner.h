@@ -53,6 +53,8 @@ class CliTest : public StoreTest {
   // terminal), or stdout into `stdout_path` when given.
   CliRun Run(const std::vector<std::string>& args,
              const std::string& stdout_path = "");
+  // Runs the CLI with stdout a pipe whose read end is already closed.
+  CliRun RunIntoClosedPipe(const std::vector<std::string>& args);
   // Runs with --json appended; the output must be valid JSON (UTF-8
   // included) to Python's json module and to tools/json.h.
   CliRun RunJson(std::vector<std::string> args);
