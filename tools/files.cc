@@ -163,6 +163,10 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
+void MappedFile::ReleasePages() const {
+  if (data_ != nullptr) ::madvise(data_, size_, MADV_DONTNEED);
+}
+
 Status MappedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

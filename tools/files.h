@@ -53,7 +53,7 @@ class OutFile {
 void RemoveOutFilesOnSignals();
 
 // A read-only, private mapping of a whole file. The pages are the page
-// cache's: memory the kernel can drop, not a copy. If another process
+// cache's: memory the kernel can drop, not a copy (ReleasePages). If another process
 // truncates the file while it is mapped, reading past the new end raises
 // SIGBUS: a file being rewritten must not be imported.
 class MappedFile {
@@ -69,6 +69,12 @@ class MappedFile {
   Status Open(const std::string& path);
   const uint8_t* data() const { return static_cast<const uint8_t*>(data_); }
   size_t size() const { return size_; }
+  // Drops the mapping's pages from this process (MADV_DONTNEED): they stay
+  // in the page cache, and a later read faults them back in, unchanged (the
+  // mapping is never written). Safe while other threads read the mapping.
+  // Keeps a long read of a large file from growing the process's RSS to
+  // the file's size.
+  void ReleasePages() const;
 
  private:
   void* data_ = nullptr;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <optional>
+#include <mutex>
 #include <set>
 #include <string_view>
 #include <variant>
@@ -13,6 +14,9 @@
 
 namespace rocksdcp::tools {
 namespace {
+
+// How often an import lets go of the file's pages it has read.
+constexpr uint64_t kReleaseEveryBytes = uint64_t{64} << 20;
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is written as in memory: little-endian hosts "
@@ -245,7 +249,22 @@ Result<TransferStats> SafetensorsFile::SaveTo(
   }
   RocksDBWriterOptions wo;
   wo.overwrite = overwrite;
-  wo.progress = progress;
+  // Every kReleaseEveryBytes written, the mapping's pages leave the RSS
+  // (they stay in the page cache; pages still to be read fault back in):
+  // the import's memory stays near that, whatever the file's size.
+  std::mutex release_mu;
+  uint64_t released_at = 0;
+  wo.progress = [&](const Progress& p) {
+    {
+      std::lock_guard<std::mutex> lock(release_mu);
+      if (p.bytes_done - released_at >= kReleaseEveryBytes ||
+          p.bytes_done < released_at) {
+        file_.ReleasePages();
+        released_at = p.bytes_done;
+      }
+    }
+    if (progress) progress(p);
+  };
   ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter(wo));
   SaveOptions so;
   so.checkpoint_id = id;

@@ -115,8 +115,10 @@ class SafetensorsFile {
   }
 
   // Saves the file into `store` as checkpoint `id` in one Save, through
-  // views of the mapping: memory holds pages the kernel can drop, not a
-  // copy. AlreadyExists if `id` is committed and !overwrite.
+  // views of the mapping, never a copy; every 64 MiB written, the pages
+  // read so far leave the process (MappedFile::ReleasePages), so its RSS
+  // stays near that whatever the file's size. AlreadyExists if `id` is
+  // committed and !overwrite.
   Result<TransferStats> SaveTo(Store& store, const std::string& id,
                                bool overwrite = false,
                                const ProgressCallback& progress = {}) const;
