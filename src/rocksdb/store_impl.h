@@ -19,17 +19,10 @@
 #include <vector>
 
 #include "rocksdb/block_buffer_pool.h"
+#include "rocksdb/store_staging.h"
 #include "rocksdcp/rocksdb_store.h"
 
 namespace rocksdcp {
-
-// The staging directory of one save, under <store>/staging: the escaped id
-// (so a person can tell whose files they are) and the writer's save id.
-std::string StagingDirName(std::string_view id, std::string_view save_id);
-
-// The lock file a writer holds while it uses `staging_dir`: GC, in any
-// process, removes only staging directories whose lock it can take.
-std::string StagingLockPath(const std::string& staging_dir);
 
 // Options of every checkpoint column family, and of the SST files written
 // for one: no compression (tensor bytes don't compress), no auto compaction

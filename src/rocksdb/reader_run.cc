@@ -1,0 +1,368 @@
+// RocksDBStorageReaderImpl's tasks: the threads of one ReadData, and what
+// each task does: fetch its pieces, verify them, and copy the part of each
+// the box holds into the planner's destination.
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <system_error>
+#include <thread>
+
+#include "keys/keys.h"
+#include "rocksdb/reader.h"
+#include "util/strided.h"
+
+namespace rocksdcp {
+
+// The state one ReadData shares between its threads.
+struct RocksDBStorageReaderImpl::Run {
+  explicit Run(LoadPlanner& p, const ProgressCallback& cb)
+      : planner(p), progress_callback(cb) {}
+
+  // Adds to the progress and tells the callback, one call at a time.
+  void Report(uint64_t bytes, uint64_t items) {
+    std::lock_guard<std::mutex> lock(mu);
+    progress.bytes_done += bytes;
+    progress.items_done += items;
+    if (progress_callback) progress_callback(progress);
+  }
+
+  // Keeps the error of the earliest task: tasks are taken in order, so once
+  // every thread has stopped, that is the error a sequential read in plan
+  // order would have returned.
+  void Fail(size_t task, Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (task < error_task) {
+      error_task = task;
+      error = std::move(s);
+    }
+    failed.store(true, std::memory_order_relaxed);
+  }
+
+  LoadPlanner& planner;
+  const ProgressCallback& progress_callback;
+  std::unique_ptr<PlannedRead[]> reads;
+  std::vector<Task> tasks;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+
+  std::mutex mu;  // Guards the members below.
+  Progress progress;
+  size_t error_task = std::numeric_limits<size_t>::max();
+  Status error;
+};
+
+uint64_t RocksDBStorageReaderImpl::RowStart(const PlannedRead& pr,
+                                            const std::vector<int64_t>& idx) {
+  const std::vector<int64_t>& so = pr.ri->storage_offsets;
+  const size_t dims = so.size();
+  uint64_t start = dims == 0 ? 0 : static_cast<uint64_t>(so[dims - 1]);
+  for (size_t d = 0; d < idx.size(); ++d) {
+    start += static_cast<uint64_t>((so[d] + idx[d]) * pr.chunk_strides[d]);
+  }
+  return start;
+}
+
+namespace {
+
+// The outer-dimension index of row `r` of a box whose outer dimensions
+// advance every `rows_per_step[d]` rows.
+void Unravel(uint64_t r, const std::vector<uint64_t>& rows_per_step,
+             const std::vector<int64_t>& lengths, std::vector<int64_t>* idx) {
+  idx->resize(rows_per_step.size());
+  for (size_t d = 0; d < rows_per_step.size(); ++d) {
+    (*idx)[d] = static_cast<int64_t>((r / rows_per_step[d]) %
+                                     static_cast<uint64_t>(lengths[d]));
+  }
+}
+
+}  // namespace
+
+uint64_t RocksDBStorageReaderImpl::FirstRowEndingAfter(const PlannedRead& pr,
+                                                       uint64_t first) {
+  const std::vector<int64_t>& lengths = pr.ri->lengths;
+  const uint64_t run =
+      lengths.empty() ? 1 : static_cast<uint64_t>(lengths.back());
+  // Row starts grow with the row number: binary search.
+  uint64_t lo = 0, hi = pr.rows;
+  std::vector<int64_t> idx;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    Unravel(mid, pr.rows_per_step, lengths, &idx);
+    if (RowStart(pr, idx) + run > first) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+uint64_t RocksDBStorageReaderImpl::CopyBoxPart(
+    const PlannedRead& pr, const TensorView& dest, uint64_t piece_first,
+    const format::DecodedPiece& piece) {
+  const std::vector<int64_t>& lengths = pr.ri->lengths;
+  const size_t dims = lengths.size();
+  const size_t outer = pr.rows_per_step.size();
+  const size_t elem = DTypeSize(pr.item.dtype);
+  const uint64_t run = dims == 0 ? 1 : static_cast<uint64_t>(lengths.back());
+  const uint64_t piece_end = piece_first + piece.size / elem;
+  if (pr.box_is_run && dest.IsContiguous()) {
+    // One run in the chunk and in the destination: one copy.
+    const uint64_t lo = std::max(pr.box_first, piece_first);
+    const uint64_t hi =
+        std::min(pr.box_first + pr.bytes / elem, piece_end);
+    if (hi <= lo) return 0;
+    std::memcpy(static_cast<uint8_t*>(dest.data) + (lo - pr.box_first) * elem,
+                piece.data + (lo - piece_first) * elem, (hi - lo) * elem);
+    return (hi - lo) * elem;
+  }
+  const std::vector<int64_t> ds = dest.EffectiveStrides();
+  const int64_t dest_step =
+      dims == 0 ? static_cast<int64_t>(elem) : ds[dims - 1] * int64_t(elem);
+
+  uint64_t r = FirstRowEndingAfter(pr, piece_first);
+  std::vector<int64_t> idx;
+  Unravel(r, pr.rows_per_step, lengths, &idx);
+  uint64_t copied = 0;
+  for (; r < pr.rows; ++r) {
+    const uint64_t start = RowStart(pr, idx);
+    if (start >= piece_end) break;
+    const uint64_t lo = std::max(start, piece_first);
+    const uint64_t hi = std::min(start + run, piece_end);
+    int64_t dest_off = 0;
+    for (size_t d = 0; d < outer; ++d) dest_off += idx[d] * ds[d];
+    auto* row_dest = static_cast<uint8_t*>(dest.data) +
+                     dest_off * static_cast<int64_t>(elem);
+    util::CopyRun(piece.data + (lo - piece_first) * elem, hi - lo, elem,
+                  row_dest + static_cast<int64_t>(lo - start) * dest_step,
+                  dest_step);
+    copied += (hi - lo) * elem;
+    // Next row: an odometer over the outer dimensions.
+    for (size_t d = outer; d-- > 0;) {
+      if (++idx[d] < lengths[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return copied;
+}
+
+Status RocksDBStorageReaderImpl::FetchPiece(Worker& worker,
+                                            const PlannedRead& pr, uint32_t p,
+                                            format::DecodedPiece* out) {
+  worker.key = keys::PieceKey(pr.ri->storage_index, p);
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = options_.fill_cache;
+  ro.verify_checksums = true;
+  worker.pinned.Reset();
+  rocksdb::Status s =
+      store_->db()->Get(ro, checkpoint_->cf.get(), worker.key, &worker.pinned);
+  return VerifyPiece(s, worker.pinned, worker.key, pr, p, out);
+}
+
+Status RocksDBStorageReaderImpl::VerifyPiece(
+    const rocksdb::Status& s, const rocksdb::Slice& value,
+    const std::string& key, const PlannedRead& pr, uint32_t p,
+    format::DecodedPiece* out) {
+  // The context is built only on failure: a load of many small items
+  // would otherwise spend much of its time formatting it.
+  Status verified =
+      VerifyPieceValue(s, std::string_view(value.data(), value.size()), key,
+                       pr.ri->storage_index, pr.item, p, out);
+  if (!verified.ok()) return verified.WithContext(PieceWhere(pr, p));
+  pieces_read_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(out->size, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status RocksDBStorageReaderImpl::DeliverTensor(
+    Run& run, PlannedRead& pr, const format::DecodedPiece* piece) {
+  const ReadItem& ri = *pr.ri;
+  auto resolved = run.planner.ResolveTensor(ri);
+  if (!resolved.ok()) {
+    return resolved.status().WithContext(ItemWhere(ri.storage_index));
+  }
+  const TensorView& dest = *resolved;
+  ROCKSDCP_RETURN_IF_ERROR(CheckDest(pr, dest));
+  if (piece != nullptr) {
+    const uint64_t piece_elems =
+        pr.item.info.piece_bytes / DTypeSize(pr.item.dtype);
+    CopyBoxPart(pr, dest, uint64_t{pr.first_piece} * piece_elems, *piece);
+  }
+  Status committed = run.planner.CommitTensor(ri, dest);
+  if (!committed.ok()) {
+    return committed.WithContext(ItemWhere(ri.storage_index));
+  }
+  run.Report(pr.bytes, 1);
+  return Status::OK();
+}
+
+Status RocksDBStorageReaderImpl::DeliverBytes(Run& run, PlannedRead& pr,
+                                              std::string_view data) {
+  Status loaded = run.planner.LoadBytes(*pr.ri, data);
+  if (!loaded.ok()) return loaded.WithContext(ItemWhere(pr.ri->storage_index));
+  run.Report(pr.bytes, 1);
+  return Status::OK();
+}
+
+Status RocksDBStorageReaderImpl::ReadWholeTensor(Run& run, Worker& worker,
+                                                 PlannedRead& pr) {
+  // At most one piece: a box over several is split into tasks.
+  if (pr.end_piece == pr.first_piece) return DeliverTensor(run, pr, nullptr);
+  format::DecodedPiece piece;
+  ROCKSDCP_RETURN_IF_ERROR(FetchPiece(worker, pr, pr.first_piece, &piece));
+  return DeliverTensor(run, pr, &piece);
+}
+
+Status RocksDBStorageReaderImpl::ReadTensorPiece(Run& run, Worker& worker,
+                                                 PlannedRead& pr, uint32_t p) {
+  const uint64_t piece_elems =
+      pr.item.info.piece_bytes / DTypeSize(pr.item.dtype);
+  const uint64_t piece_first = uint64_t{p} * piece_elems;
+  uint64_t copied = 0;
+  // A box can skip whole pieces (a few columns of a wide chunk): fetch
+  // only those it has elements in.
+  const uint64_t r = FirstRowEndingAfter(pr, piece_first);
+  std::vector<int64_t> idx;
+  Unravel(r, pr.rows_per_step, pr.ri->lengths, &idx);
+  if (r < pr.rows && RowStart(pr, idx) < piece_first + piece_elems) {
+    format::DecodedPiece piece;
+    ROCKSDCP_RETURN_IF_ERROR(FetchPiece(worker, pr, p, &piece));
+    copied = CopyBoxPart(pr, pr.dest, piece_first, piece);
+  }
+  // The last piece's task commits, once every copy is done (acq_rel
+  // orders the other tasks' copies before the commit).
+  if (pr.pieces_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    Status committed = run.planner.CommitTensor(*pr.ri, pr.dest);
+    if (!committed.ok()) {
+      return committed.WithContext(ItemWhere(pr.ri->storage_index));
+    }
+    run.Report(copied, 1);
+  } else {
+    run.Report(copied, 0);
+  }
+  return Status::OK();
+}
+
+Status RocksDBStorageReaderImpl::ReadBytes(Run& run, Worker& worker,
+                                           PlannedRead& pr) {
+  const uint32_t n = pr.item.info.num_pieces;
+  format::DecodedPiece piece;
+  if (n == 1) {
+    // Handed over in place, from the pinned block.
+    ROCKSDCP_RETURN_IF_ERROR(FetchPiece(worker, pr, 0, &piece));
+    return DeliverBytes(
+        run, pr,
+        std::string_view(reinterpret_cast<const char*>(piece.data),
+                         piece.size));
+  }
+  worker.bytes_buffer.clear();
+  worker.bytes_buffer.reserve(pr.item.info.length);
+  for (uint32_t p = 0; p < n; ++p) {
+    ROCKSDCP_RETURN_IF_ERROR(FetchPiece(worker, pr, p, &piece));
+    worker.bytes_buffer.append(reinterpret_cast<const char*>(piece.data),
+                               piece.size);
+  }
+  return DeliverBytes(run, pr, worker.bytes_buffer);
+}
+
+Status RocksDBStorageReaderImpl::ReadBatch(Run& run, Worker& worker,
+                                           const Task& task) {
+  const uint32_t n = task.batch;
+  worker.keys.resize(n);
+  worker.key_slices.resize(n);
+  worker.values.resize(n);
+  worker.statuses.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const PlannedRead& pr = run.reads[task.read + i];
+    worker.keys[i] = keys::PieceKey(pr.ri->storage_index, pr.first_piece);
+    worker.key_slices[i] = worker.keys[i];
+    worker.values[i].Reset();
+  }
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = options_.fill_cache;
+  ro.verify_checksums = true;
+  store_->db()->MultiGet(ro, checkpoint_->cf.get(), n, worker.key_slices.data(),
+                         worker.values.data(), worker.statuses.data());
+  Status status;
+  for (uint32_t i = 0; i < n && status.ok(); ++i) {
+    PlannedRead& pr = run.reads[task.read + i];
+    format::DecodedPiece piece;
+    status = VerifyPiece(worker.statuses[i], worker.values[i], worker.keys[i],
+                         pr, pr.first_piece, &piece);
+    if (!status.ok()) break;
+    if (pr.ri->type == LoadItemType::kTensor) {
+      status = DeliverTensor(run, pr, &piece);
+    } else {
+      status = DeliverBytes(
+          run, pr,
+          std::string_view(reinterpret_cast<const char*>(piece.data),
+                           piece.size));
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) worker.values[i].Reset();
+  return status;
+}
+
+Status RocksDBStorageReaderImpl::RunTask(Run& run, Worker& worker,
+                                         const Task& task) {
+  if (task.batch > 0) return ReadBatch(run, worker, task);
+  PlannedRead& pr = run.reads[task.read];
+  if (pr.ri->type != LoadItemType::kTensor) return ReadBytes(run, worker, pr);
+  if (pr.split) return ReadTensorPiece(run, worker, pr, task.piece);
+  return ReadWholeTensor(run, worker, pr);
+}
+
+void RocksDBStorageReaderImpl::Work(Run& run, Worker& worker) {
+  while (!run.failed.load(std::memory_order_relaxed)) {
+    const size_t t = run.next.fetch_add(1, std::memory_order_relaxed);
+    if (t >= run.tasks.size()) break;
+    Status s = RunTask(run, worker, run.tasks[t]);
+    if (!s.ok()) run.Fail(t, std::move(s));
+  }
+  // Release the last piece's block now, not when the worker goes.
+  worker.pinned.Reset();
+}
+
+Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
+                                              LoadPlanner& planner) {
+  if (metadata_ == nullptr) {
+    return Status::FailedPrecondition(
+        "ReadData called before SetUpStorageReader");
+  }
+  Run run(planner, options_.progress);
+  const size_t n = plan.items.size();
+  run.reads.reset(new PlannedRead[n]);
+  run.tasks.reserve(n);
+  uint64_t max_piece = 0;
+  for (size_t i = 0; i < n; ++i) {
+    PlannedRead& pr = run.reads[i];
+    ROCKSDCP_RETURN_IF_ERROR(Plan(plan.items[i], planner, &pr,
+                                  static_cast<uint32_t>(i), &run.tasks));
+    run.progress.bytes_total += pr.bytes;
+    max_piece = std::max(
+        max_piece, std::min(pr.item.info.piece_bytes, pr.item.info.length));
+  }
+  run.progress.items_total = n;
+
+  const int threads =
+      ThreadsFor(run.tasks, run.progress.bytes_total, max_piece);
+  std::vector<Worker> workers(threads);
+  std::vector<std::thread> helpers;
+  helpers.reserve(threads - 1);
+  for (int i = 1; i < threads; ++i) {
+    try {
+      helpers.emplace_back(
+          [this, &run, &workers, i] { Work(run, workers[i]); });
+    } catch (const std::system_error&) {
+      break;  // No more threads to be had: read with those there are.
+    }
+  }
+  last_read_threads_.store(static_cast<uint32_t>(helpers.size() + 1),
+                           std::memory_order_relaxed);
+  Work(run, workers[0]);
+  for (std::thread& t : helpers) t.join();
+  return run.error;
+}
+
+}  // namespace rocksdcp

@@ -1,0 +1,99 @@
+// StoreImpl's reads of the catalog: listing the committed checkpoints and
+// looking one up.
+
+#include <algorithm>
+
+#include "format/catalog_codec.h"
+#include "keys/keys.h"
+#include "rocksdb/rocksdb_status.h"
+#include "rocksdb/store_impl.h"
+#include "util/text.h"
+
+namespace rocksdcp {
+
+using util::Quote;
+
+Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
+  std::map<std::string, CheckpointInfo> catalog;
+  rocksdb::ReadOptions ro;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, default_cf_));
+  const std::string prefix(keys::kCatalogPrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    const std::string key = it->key().ToString();
+    auto entry = format::DecodeCatalogEntry(
+        std::string_view(it->value().data(), it->value().size()));
+    if (!entry.ok()) {
+      return entry.status().WithContext("store " + Quote(path_) +
+                                        ": catalog entry " + Quote(key));
+    }
+    ROCKSDCP_ASSIGN_OR_RETURN(std::string id, keys::ParseCatalogKey(key));
+    if (entry->id != id) {
+      return Status::Corruption("store " + Quote(path_) + ": catalog entry " +
+                                Quote(key) + " names checkpoint " +
+                                Quote(entry->id));
+    }
+    catalog.emplace(std::move(id), std::move(entry).value());
+  }
+  if (!it->status().ok()) {
+    return FromRocksDB(it->status(), "store " + Quote(path_) + ": catalog scan");
+  }
+  return catalog;
+}
+
+Result<std::vector<CheckpointInfo>> StoreImpl::List() {
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("list"));
+  ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  std::vector<CheckpointInfo> out;
+  out.reserve(catalog.size());
+  for (auto& [id, info] : catalog) out.push_back(std::move(info));
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.created_unix_micros < b.created_unix_micros;
+  });
+  return out;
+}
+
+Result<CheckpointInfo> StoreImpl::Info(std::string_view id) {
+  ROCKSDCP_ASSIGN_OR_RETURN(CommittedCheckpoint c,
+                            LookupCommitted(std::string(id)));
+  return c.info;
+}
+
+Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("lookup of checkpoint " + Quote(id)));
+  ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
+                               keys::CatalogKey(id), &value);
+  if (s.IsNotFound()) {
+    const bool begun = cfs_.count(id) > 0 || saving_ids_.count(id) > 0 ||
+                       HasStagingDirFor(id);
+    if (begun) {
+      return Status::NotFound(
+          "checkpoint " + Quote(id) + " in store " + Quote(path_) +
+          " was never committed (its save did not finish, or is still "
+          "running); it cannot be loaded");
+    }
+    return Status::NotFound("checkpoint " + Quote(id) +
+                            " not found in store " + Quote(path_));
+  }
+  if (!s.ok()) {
+    return FromRocksDB(s, "checkpoint " + Quote(id) + ": reading catalog");
+  }
+  auto info = format::DecodeCatalogEntry(value);
+  if (!info.ok()) {
+    return info.status().WithContext("checkpoint " + Quote(id) +
+                                     ": catalog entry");
+  }
+  auto it = cfs_.find(info->column_family);
+  if (it == cfs_.end()) {
+    return Status::Corruption("checkpoint " + Quote(id) +
+                              ": catalog names column family " +
+                              Quote(info->column_family) +
+                              ", which the store does not have");
+  }
+  return CommittedCheckpoint{std::move(info).value(), it->second};
+}
+
+}  // namespace rocksdcp

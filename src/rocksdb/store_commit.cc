@@ -1,0 +1,259 @@
+// StoreImpl's writes: saves begun and ended, the commit of a checkpoint
+// into a fresh column family, deletes, and the stop after a failed write.
+
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "format/catalog_codec.h"
+#include "keys/keys.h"
+#include "rocksdb/rocksdb_status.h"
+#include "rocksdb/store_impl.h"
+#include "util/text.h"
+
+namespace rocksdcp {
+
+using util::Quote;
+
+namespace {
+
+int64_t NowUnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Status StoreImpl::BeginSave(const std::string& id, bool claim_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (claim_id && !saving_ids_.insert(id).second) {
+    return Status::Busy("checkpoint " + Quote(id) +
+                        " is already being saved by another writer of store " +
+                        Quote(path_));
+  }
+  return Status::OK();
+}
+
+void StoreImpl::EndSave(const std::string& id, bool claimed_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (claimed_id) saving_ids_.erase(id);
+}
+
+std::string StoreImpl::FreshColumnFamilyName(const std::string& id) const {
+  auto taken = [this](const std::string& name) {
+    return cfs_.count(name) > 0 || handleless_cfs_.count(name) > 0;
+  };
+  if (!taken(id)) return id;
+  for (uint64_t gen = 1;; ++gen) {
+    std::string name = id + "~" + std::to_string(gen);
+    if (!taken(name)) return name;
+  }
+}
+
+Status StoreImpl::StopLocked(const rocksdb::Status& s,
+                             const std::string& context) {
+  Status error = FromRocksDB(s, context);
+  if (stopped_.ok()) stopped_ = error;
+  return error;
+}
+
+Status StoreImpl::FailedMetadataWriteLocked(const rocksdb::Status& s,
+                                            const std::string& context,
+                                            const std::string& cf_name) {
+  const Status error = FromRocksDB(s, context);
+  // Whether or not RocksDB wrote the MANIFEST record (and then deleted the
+  // files it named), dropping the column family writes a fresh MANIFEST
+  // from what RocksDB holds in memory, without that record. RocksDB keeps
+  // failing ingestions with the first error all the same, so the store
+  // stops, for that error.
+  DropColumnFamilyLocked(cf_name).IgnoreError();
+  stopped_ = error;
+  return error;
+}
+
+Status StoreImpl::CheckWritableLocked(std::string_view what) const {
+  if (stopped_.ok()) return Status::OK();
+  return Status::IOError(std::string(what) + ": store " + Quote(path_) +
+                         " stopped writing after an I/O error; reopen it to "
+                         "go on (the error: " + stopped_.message() + ")");
+}
+
+Status StoreImpl::DropColumnFamilyLocked(const std::string& name) {
+  auto it = cfs_.find(name);
+  if (it == cfs_.end()) return Status::OK();
+  // A column family that is not dropped stays known, so that no new one is
+  // given its name, and GC drops it later.
+  const std::string what = "dropping column family " + Quote(name);
+  ROCKSDCP_RETURN_IF_ERROR(CheckWritableLocked(what));
+  // Readers holding the handle keep reading; RocksDB deletes the files once
+  // the last handle goes.
+  rocksdb::Status s = db_->DropColumnFamily(it->second.get());
+  if (!s.ok()) return StopLocked(s, what);
+  cfs_.erase(it);
+  return Status::OK();
+}
+
+Status StoreImpl::CheckIngestedKeyRanges(
+    rocksdb::ColumnFamilyHandle* cf,
+    std::vector<std::pair<std::string, std::string>> want) const {
+  rocksdb::ColumnFamilyMetaData meta;
+  db_->GetColumnFamilyMetaData(cf, &meta);
+  std::vector<std::pair<std::string, std::string>> got;
+  for (const rocksdb::LevelMetaData& level : meta.levels) {
+    for (const rocksdb::SstFileMetaData& file : level.files) {
+      got.emplace_back(file.smallestkey, file.largestkey);
+    }
+  }
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  if (got == want) return Status::OK();
+  return Status::IOError(
+      "RocksDB recorded key ranges for the ingested files that differ from "
+      "the keys written into them (a read error while it scanned them)");
+}
+
+Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
+  const std::string& id = req.checkpoint_id;
+  const std::string ctx = "commit of checkpoint " + Quote(id);
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB(ctx));
+  std::lock_guard<std::mutex> lock(mu_);
+  ROCKSDCP_RETURN_IF_ERROR(CheckWritableLocked(ctx));
+
+  std::string old_value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
+                               keys::CatalogKey(id), &old_value);
+  std::string old_cf;
+  if (s.ok()) {
+    if (!req.overwrite) {
+      return Status::AlreadyExists(
+          "checkpoint " + Quote(id) + " already exists in store " +
+          Quote(path_) + "; save with overwrite = true to replace it");
+    }
+    auto old_info = format::DecodeCatalogEntry(old_value);
+    // A corrupt old entry is replaced; its column family is left to GC.
+    if (old_info.ok()) old_cf = old_info->column_family;
+  } else if (!s.IsNotFound()) {
+    return FromRocksDB(s, ctx + ": reading catalog");
+  }
+
+  const std::string cf_name = FreshColumnFamilyName(id);
+  rocksdb::ColumnFamilyHandle* raw = nullptr;
+  s = db_->CreateColumnFamily(
+      rocksdb::ColumnFamilyOptions(CheckpointColumnFamilyOptions(block_cache_)),
+      cf_name, &raw);
+  rocksdb::DB* db = db_.get();
+  // RocksDB can fail after creating the column family (writing the OPTIONS
+  // file) and still hand out its handle: keep it, so that its name is not
+  // given out again and GC drops it.
+  if (raw != nullptr) {
+    cfs_[cf_name] = std::shared_ptr<rocksdb::ColumnFamilyHandle>(
+        raw, [db](rocksdb::ColumnFamilyHandle* p) {
+          db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
+        });
+  } else if (!s.ok()) {
+    // It can also fail after creating it without handing out the handle
+    // (creating its directory): the name stays taken.
+    handleless_cfs_.insert(cf_name);
+  }
+  if (!s.ok()) {
+    return FailedMetadataWriteLocked(s, ctx + ": creating column family",
+                                     cf_name);
+  }
+  if (commit_hook_) commit_hook_("after_create_cf");
+
+  if (!req.files.empty()) {
+    rocksdb::IngestExternalFileArg arg;
+    arg.column_family = raw;
+    arg.external_files = req.files;
+    arg.options.move_files = true;
+    arg.options.failed_move_fall_back_to_copy = true;
+    arg.options.verify_checksums_before_ingest = false;
+    s = db_->IngestExternalFiles({arg});
+    if (!s.ok()) {
+      return FailedMetadataWriteLocked(
+          s, ctx + ": ingesting " + std::to_string(req.files.size()) +
+                 " staging file(s)",
+          cf_name);
+    }
+    if (Status st = CheckIngestedKeyRanges(raw, req.key_ranges); !st.ok()) {
+      DropColumnFamilyLocked(cf_name).IgnoreError();  // Else GC's.
+      return st.WithContext(ctx + ": ingesting " +
+                            std::to_string(req.files.size()) +
+                            " staging file(s)");
+    }
+  }
+  if (commit_hook_) commit_hook_("after_ingest");
+
+  CheckpointInfo info = std::move(req.info);
+  info.id = id;
+  info.column_family = cf_name;
+  info.state = CheckpointState::kCommitted;
+  info.created_unix_micros = NowUnixMicros();
+
+  rocksdb::WriteBatch batch;
+  s = batch.Put(raw, rocksdb::Slice(keys::kMetadataKey.data(),
+                                    keys::kMetadataKey.size()),
+                req.metadata_value);
+  if (s.ok()) {
+    s = batch.Put(default_cf_, keys::CatalogKey(id),
+                  format::EncodeCatalogEntry(info));
+  }
+  if (s.ok()) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    s = db_->Write(wo, &batch);
+  }
+  if (!s.ok()) {
+    // The batch may be durable all the same (its WAL record written, the
+    // sync failed): then the next open commits it. So its column family
+    // stays, and with the store stopped, GC waits for that open to decide.
+    return StopLocked(s, ctx + ": writing metadata and catalog entry");
+  }
+  if (commit_hook_) commit_hook_("after_write");
+  if (!old_cf.empty() && old_cf != cf_name) {
+    // Committed: an old column family that is not dropped is GC's.
+    DropColumnFamilyLocked(old_cf).IgnoreError();
+  }
+  return info;
+}
+
+Status StoreImpl::Delete(std::string_view id_view) {
+  const std::string id(id_view);
+  if (read_only()) {
+    return Status::FailedPrecondition("cannot delete checkpoint " + Quote(id) +
+                                      ": store " + Quote(path_) +
+                                      " is open read-only");
+  }
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("delete of checkpoint " + Quote(id)));
+  ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
+  std::lock_guard<std::mutex> lock(mu_);
+  ROCKSDCP_RETURN_IF_ERROR(
+      CheckWritableLocked("delete of checkpoint " + Quote(id)));
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), default_cf_, keys::CatalogKey(id), &value);
+  if (s.IsNotFound()) {
+    return Status::NotFound("checkpoint " + Quote(id) +
+                            " not found in store " + Quote(path_));
+  }
+  if (!s.ok()) return FromRocksDB(s, "delete of checkpoint " + Quote(id));
+  auto info = format::DecodeCatalogEntry(value);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  // The catalog entry goes first: once it is gone the checkpoint does not
+  // exist, whatever happens to the column family.
+  s = db_->Delete(wo, default_cf_, keys::CatalogKey(id));
+  if (!s.ok()) {
+    // Maybe durable all the same, as a commit's batch (see Commit).
+    return StopLocked(s, "delete of checkpoint " + Quote(id) +
+                             ": removing its catalog entry");
+  }
+  if (commit_hook_) commit_hook_("delete_after_catalog");
+  // Deleted: a column family that is not dropped is GC's.
+  if (info.ok()) DropColumnFamilyLocked(info->column_family).IgnoreError();
+  return Status::OK();
+}
+
+}  // namespace rocksdcp

@@ -1,0 +1,86 @@
+// StoreImpl::CollectGarbage: drops the column families the catalog does
+// not name and removes the staging directories of writers that are gone.
+
+#include <filesystem>
+#include <optional>
+#include <set>
+
+#include "rocksdb/rocksdb_status.h"
+#include "rocksdb/store_impl.h"
+#include "rocksdb/store_staging.h"
+#include "util/file_lock.h"
+#include "util/text.h"
+
+namespace rocksdcp {
+
+using util::Quote;
+
+namespace fs = std::filesystem;
+
+Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
+  if (read_only()) {
+    return Status::FailedPrecondition("cannot collect garbage: store " +
+                                      Quote(path_) + " is open read-only");
+  }
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("garbage collection"));
+  // Under the lock, so that no commit lands between reading the catalog and
+  // dropping what it does not name.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!dry_run) {
+    ROCKSDCP_RETURN_IF_ERROR(
+        CheckWritableLocked("garbage collection of store " + Quote(path_)));
+  }
+  ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  GcReport report;
+  std::set<std::string> live;
+  for (const auto& [id, info] : catalog) live.insert(info.column_family);
+  std::vector<std::string> orphans;
+  for (const auto& [name, handle] : cfs_) {
+    if (live.count(name) == 0) orphans.push_back(name);
+  }
+  for (const std::string& name : orphans) {
+    rocksdb::ColumnFamilyMetaData meta;
+    db_->GetColumnFamilyMetaData(cfs_[name].get(), &meta);
+    report.freed_bytes += meta.size;
+    report.dropped_column_families.push_back(name);
+    if (dry_run) continue;
+    ROCKSDCP_RETURN_IF_ERROR(DropColumnFamilyLocked(name).WithContext(
+        "GC of store " + Quote(path_)));
+    if (commit_hook_) commit_hook_("gc_after_drop_cf");
+  }
+
+  // Staging: each writer holds an flock on "<dir>.lock" beside its
+  // directory for as long as it runs, in whatever process. A directory (or
+  // lock file) whose lock we can take belongs to a writer that is gone.
+  const std::string gc = "GC of store " + Quote(path_);
+  std::vector<std::string> children;
+  rocksdb::IOStatus io = fs_->GetChildren(staging_root_, rocksdb::IOOptions(),
+                                          &children, nullptr);
+  if (!io.ok() && !io.IsNotFound()) {
+    return FromRocksDB(io, gc + ": listing " + staging_root_);
+  }
+  std::set<std::string> names;
+  for (const std::string& child : children) {
+    const fs::path p(child);
+    names.insert(p.extension() == ".lock" ? p.stem().string() : child);
+  }
+  for (const std::string& name : names) {
+    const std::string dir = (fs::path(staging_root_) / name).string();
+    ROCKSDCP_ASSIGN_OR_RETURN(std::optional<util::FileLock> lock,
+                              util::FileLock::TryAcquire(StagingLockPath(dir)));
+    if (!lock) continue;  // A live writer's.
+    std::vector<std::string> files;
+    ROCKSDCP_RETURN_IF_ERROR(
+        ListFilesUnder(*fs_, dir, &files, &report.freed_bytes)
+            .WithContext(gc));
+    report.deleted_staging_files.insert(report.deleted_staging_files.end(),
+                                        files.begin(), files.end());
+    if (dry_run) continue;
+    if (commit_hook_) commit_hook_("gc_removing_staging");
+    ROCKSDCP_RETURN_IF_ERROR(RemoveStagingDir(dir).WithContext(gc));
+    lock->UnlinkAndRelease();
+  }
+  return report;
+}
+
+}  // namespace rocksdcp

@@ -1,0 +1,102 @@
+#include "rocksdb/stored_item.h"
+
+#include <algorithm>
+#include <variant>
+
+#include "rocksdb/rocksdb_status.h"
+#include "util/text.h"
+
+namespace rocksdcp {
+
+using util::Quote;
+
+Result<StoredItem> LookupStoredItem(const Metadata& metadata,
+                                    const MetadataIndex& index, bool tensor) {
+  auto it = metadata.storage_data.find(index);
+  if (it == metadata.storage_data.end()) {
+    return Status::Corruption("the metadata records no storage for it");
+  }
+  StoredItem item;
+  ROCKSDCP_ASSIGN_OR_RETURN(item.info, format::DecodeStorageInfo(it->second));
+  const auto want =
+      tensor ? format::ItemKind::kTensor : format::ItemKind::kBytes;
+  if (item.info.kind != want) {
+    return Status::Corruption(
+        std::string("stored as ") + (tensor ? "bytes" : "a tensor") +
+        " but planned as " + (tensor ? "a tensor" : "bytes"));
+  }
+  if (!tensor) return item;
+
+  auto sd = metadata.state_dict_metadata.find(index.fqn);
+  const auto* tm = sd == metadata.state_dict_metadata.end()
+                       ? nullptr
+                       : std::get_if<TensorStorageMetadata>(&sd->second);
+  if (tm == nullptr || !index.offset) {
+    return Status::Corruption("the metadata has no tensor of that name");
+  }
+  const ChunkStorageMetadata* chunk = nullptr;
+  if (index.index && *index.index >= 0 &&
+      static_cast<size_t>(*index.index) < tm->chunks.size() &&
+      tm->chunks[*index.index].offsets == *index.offset) {
+    chunk = &tm->chunks[*index.index];
+  } else {
+    for (const auto& c : tm->chunks) {
+      if (c.offsets == *index.offset) chunk = &c;
+    }
+  }
+  if (chunk == nullptr) {
+    return Status::Corruption("the metadata has no chunk at that offset");
+  }
+  item.dtype = tm->properties.dtype;
+  item.chunk_sizes = chunk->sizes;
+  const uint64_t elem = DTypeSize(item.dtype);
+  uint64_t numel = 1;
+  for (int64_t s : chunk->sizes) numel *= static_cast<uint64_t>(s);
+  if (item.info.length != numel * elem || item.info.piece_bytes % elem != 0) {
+    return Status::Corruption(
+        "storage info (" + std::to_string(item.info.length) +
+        " bytes in pieces of " + std::to_string(item.info.piece_bytes) +
+        ") does not match the chunk's " + std::to_string(numel) + " x " +
+        std::to_string(elem) + "-byte elements");
+  }
+  return item;
+}
+
+Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
+                        std::string_view key, const MetadataIndex& index,
+                        const StoredItem& item, uint32_t p,
+                        format::DecodedPiece* out) {
+  if (s.IsNotFound()) {
+    return Status::Corruption("key " + Quote(key) + " is missing");
+  }
+  if (s.IsPathNotFound()) {
+    // A file of the store is gone: damage, not a failing disk.
+    return Status::Corruption("reading key " + Quote(key) + ": " +
+                              s.ToString());
+  }
+  if (!s.ok()) return FromRocksDB(s, "reading key " + Quote(key));
+  ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value));
+  const format::PieceHeader& h = out->header;
+  const uint64_t offset = uint64_t{p} * item.info.piece_bytes;
+  const uint64_t length =
+      std::min(item.info.piece_bytes, item.info.length - offset);
+  const bool tensor = item.info.kind == format::ItemKind::kTensor;
+  const bool matches = h.kind == item.info.kind && h.piece == p &&
+                       h.num_pieces == item.info.num_pieces &&
+                       h.byte_offset == offset && h.byte_length == length &&
+                       (!tensor || (h.dtype == item.dtype && index.offset &&
+                                    h.chunk_offsets == *index.offset &&
+                                    h.chunk_sizes == item.chunk_sizes));
+  if (!matches) {
+    return Status::Corruption(
+        "the piece's header does not match the metadata (piece " +
+        std::to_string(h.piece) + "/" + std::to_string(h.num_pieces) +
+        ", bytes " + std::to_string(h.byte_offset) + "+" +
+        std::to_string(h.byte_length) + ", expected " + std::to_string(p) +
+        "/" + std::to_string(item.info.num_pieces) + ", bytes " +
+        std::to_string(offset) + "+" + std::to_string(length) + ")");
+  }
+  return Status::OK();
+}
+
+}  // namespace rocksdcp
