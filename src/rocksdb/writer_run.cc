@@ -1,0 +1,478 @@
+// RocksDBStorageWriterImpl's runs: the threads of one WriteData, and what
+// each writes: its items' pieces, encoded, into staging SST files of its
+// own. Also the memory those threads need, which bounds how many run.
+
+#include <rocksdb/flush_block_policy.h>
+#include <rocksdb/sst_file_writer.h>
+#include <rocksdb/table.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+#include "format/catalog_codec.h"
+#include "keys/keys.h"
+#include "rocksdb/rocksdb_status.h"
+#include "rocksdb/store_impl.h"
+#include "rocksdb/writer.h"
+#include "util/partition.h"
+#include "util/strided.h"
+#include "util/text.h"
+
+namespace rocksdcp {
+
+using util::Quote;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What a piece value and its place in an SST data block add to the
+// piece's data: the FlatBuffers header (its table, the chunk's offsets and
+// sizes), the key and the block trailer. Generous: a rank-64 chunk's
+// offsets and sizes take 1 KiB.
+constexpr uint64_t kValueSlack = 64 << 10;
+// What else a writer thread's SstFileWriter holds: its index, properties
+// and keys.
+constexpr uint64_t kThreadSlack = 1 << 20;
+// With write_threads = 0, a thread per this many bytes of the plan at most:
+// below it, another file and its fsync cost more than the thread saves.
+constexpr uint64_t kAutoBytesPerThread = 32 << 20;
+// What writing a piece costs beyond copying its bytes (resolving, keys,
+// encoding, the SST index), in bytes' worth, when balancing runs.
+constexpr uint64_t kPieceCost = 4 << 10;
+constexpr uint64_t kMinWriteBuffer = 4 << 10;
+constexpr uint64_t kMaxWriteBuffer = 1 << 30;
+
+// Cuts data blocks as the checkpoint column family's table options say
+// (block_size), whatever the SstFileWriter's own block_size is. That one
+// then only sizes the buffer that RocksDB 7.8 reserves afresh for every
+// data block (BlockBasedTableBuilder::WriteBlock swaps the builder's buffer
+// for a new string of block_size capacity): sized for the largest piece,
+// a piece is copied into the block once, instead of into a buffer that
+// then grows to twice its size, copying the piece again, when the block is
+// finished. The file's blocks are the same either way.
+class BlockSizePolicyFactory : public rocksdb::FlushBlockPolicyFactory {
+ public:
+  BlockSizePolicyFactory(uint64_t block_size, int deviation)
+      : block_size_(block_size), deviation_(deviation) {}
+  const char* Name() const override { return "RocksdcpBlockSizePolicy"; }
+  rocksdb::FlushBlockPolicy* NewFlushBlockPolicy(
+      const rocksdb::BlockBasedTableOptions& /*table_options*/,
+      const rocksdb::BlockBuilder& data_block_builder) const override {
+    return rocksdb::FlushBlockBySizePolicyFactory::NewFlushBlockPolicy(
+        block_size_, deviation_, data_block_builder);
+  }
+
+ private:
+  const uint64_t block_size_;
+  const int deviation_;
+};
+
+// SstFileWriter options for a staging file whose largest piece value is
+// about `largest_value` bytes: the checkpoint column family's, with the
+// block buffer sized to hold that value in one allocation.
+rocksdb::Options StagingFileOptions(const rocksdb::Options& base,
+                                    uint64_t largest_value) {
+  rocksdb::Options options = base;
+  const auto* base_table =
+      base.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>();
+  rocksdb::BlockBasedTableOptions table =
+      base_table ? *base_table : rocksdb::BlockBasedTableOptions();
+  // Writing needs no cache; the factory would otherwise make one per file.
+  table.block_cache = nullptr;
+  table.no_block_cache = true;
+  if (largest_value + kValueSlack > table.block_size) {
+    table.flush_block_policy_factory = std::make_shared<BlockSizePolicyFactory>(
+        table.block_size, table.block_size_deviation);
+    table.block_size = largest_value + kValueSlack;
+  }
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return options;
+}
+
+}  // namespace
+
+// One item of the plan, in key order.
+struct RocksDBStorageWriterImpl::Planned {
+  const WriteItem* item;
+  std::string first_key;
+  // Payload bytes as planned; 0 for byte items, whose size is known only
+  // once resolved.
+  uint64_t bytes;
+};
+
+// What the threads of one WriteData share.
+struct RocksDBStorageWriterImpl::Job {
+  Job(SavePlanner& planner, const std::vector<Planned>& order)
+      : planner(planner), order(order), results(order.size()) {}
+
+  SavePlanner& planner;
+  const std::vector<Planned>& order;
+  std::string prefix;
+  rocksdb::Options sst_options;
+  rocksdb::EnvOptions env_options;
+  // results[i] is order[i]'s; each thread fills those of its run.
+  std::vector<WriteResult> results;
+  // Set by the first thread that fails; the others stop at their next
+  // piece.
+  std::atomic<bool> failed{false};
+  std::mutex mu;  // Guards error and progress.
+  Status error;
+  Progress progress;
+};
+
+uint64_t RocksDBStorageWriterImpl::ThreadMemory(
+    const RocksDBWriterOptions& options, uint64_t piece_bytes) {
+  // The piece being encoded; RocksDB's block buffer holding the previous
+  // one, which for a file's first block doubles (old and new buffer at
+  // once); and, for buffers under glibc's mmap threshold, the freed buffer
+  // that the allocator keeps for the next block. Measured: 3.0 to 3.6
+  // pieces per thread.
+  return 4 * (piece_bytes + kValueSlack) +
+         options.writable_file_max_buffer_size + kThreadSlack;
+}
+
+Status RocksDBStorageWriterImpl::ValidateOptions(
+    const RocksDBWriterOptions& options) {
+  if (options.write_threads < 0) {
+    return Status::InvalidArgument("write_threads must be >= 0, got " +
+                                   std::to_string(options.write_threads));
+  }
+  if (options.writable_file_max_buffer_size < kMinWriteBuffer ||
+      options.writable_file_max_buffer_size > kMaxWriteBuffer) {
+    return Status::InvalidArgument(
+        "writable_file_max_buffer_size must be in [4 KiB, 1 GiB], got " +
+        std::to_string(options.writable_file_max_buffer_size));
+  }
+  const uint64_t need = ThreadMemory(options, options.max_piece_bytes);
+  if (options.memory_budget < need) {
+    return Status::InvalidArgument(
+        "memory_budget of " + std::to_string(options.memory_budget) +
+        " bytes is less than one writer thread needs for pieces of "
+        "max_piece_bytes = " +
+        std::to_string(options.max_piece_bytes) + ": " + std::to_string(need) +
+        " bytes (about 4 pieces: the piece being encoded, RocksDB's copies "
+        "of it in the SST block builder, and the file's write buffer); raise "
+        "memory_budget or lower max_piece_bytes");
+  }
+  return Status::OK();
+}
+
+size_t RocksDBStorageWriterImpl::ThreadCount(
+    const std::vector<Planned>& order) const {
+  uint64_t total = 0, largest = 0;
+  bool byte_items = false;
+  for (const Planned& p : order) {
+    total += p.bytes;
+    largest = std::max(largest, p.bytes);
+    byte_items |= p.item->type == WriteItemType::kByteIO;
+  }
+  size_t threads;
+  if (options_.write_threads > 0) {
+    threads = static_cast<size_t>(options_.write_threads);
+  } else {
+    threads = std::max(1u, std::thread::hardware_concurrency());
+    threads = std::min<uint64_t>(
+        threads, std::max<uint64_t>(1, total / kAutoBytesPerThread));
+  }
+  threads = std::min(threads, order.size());
+  // A byte item's size is unknown until resolved: it may need full pieces.
+  const uint64_t piece = byte_items
+                             ? options_.max_piece_bytes
+                             : std::min(options_.max_piece_bytes, largest);
+  const uint64_t fit = options_.memory_budget / ThreadMemory(options_, piece);
+  threads = std::min<uint64_t>(threads, fit);
+  return std::max<size_t>(threads, 1);
+}
+
+std::unique_ptr<format::PieceEncoder> RocksDBStorageWriterImpl::TakeEncoder() {
+  std::lock_guard<std::mutex> lock(encoders_mu_);
+  if (encoders_.empty()) return std::make_unique<format::PieceEncoder>();
+  std::unique_ptr<format::PieceEncoder> e = std::move(encoders_.back());
+  encoders_.pop_back();
+  return e;
+}
+
+void RocksDBStorageWriterImpl::ReturnEncoder(
+    std::unique_ptr<format::PieceEncoder> encoder) {
+  if (!options_.reuse_buffers) return;
+  std::lock_guard<std::mutex> lock(encoders_mu_);
+  encoders_.push_back(std::move(encoder));
+}
+
+Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
+    const SavePlan& plan, SavePlanner& planner) {
+  if (!set_up_) {
+    return Status::FailedPrecondition(
+        "WriteData called before SetUpStorageWriter");
+  }
+  // SST files need their keys in order; each item's pieces are contiguous
+  // in key order because '#' ends every item's key prefix.
+  std::vector<Planned> order;
+  order.reserve(plan.items.size());
+  for (const WriteItem& item : plan.items) {
+    order.push_back(
+        {&item, keys::PieceKey(item.index, 0), item.TensorStorageSize()});
+  }
+  std::sort(order.begin(), order.end(), [](const Planned& a, const Planned& b) {
+    return a.first_key < b.first_key;
+  });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (order[i].first_key == order[i - 1].first_key) {
+      return Status::InvalidArgument(Where() + ": plan holds item " +
+                                     order[i].item->index.ToString() +
+                                     " twice");
+    }
+  }
+  if (order.empty()) {
+    if (options_.progress) options_.progress(Progress{});
+    return std::vector<WriteResult>{};
+  }
+
+  Job job(planner, order);
+  job.progress.items_total = plan.items.size();
+  for (const WriteItem& item : plan.items) {
+    job.progress.bytes_total += item.TensorStorageSize();
+  }
+  job.prefix = plan.storage_data.empty() ? "rank" + std::to_string(rank_)
+                                         : plan.storage_data;
+  job.sst_options = CheckpointColumnFamilyOptions();
+  job.sst_options.env = store_->env();
+  job.env_options.use_direct_writes = options_.use_direct_writes;
+  job.env_options.bytes_per_sync = options_.bytes_per_sync;
+  job.env_options.writable_file_max_buffer_size =
+      static_cast<size_t>(options_.writable_file_max_buffer_size);
+
+  // Runs of consecutive keys, balanced by bytes plus a per-piece cost, so
+  // that many small items spread as evenly as a few large ones.
+  const size_t runs = ThreadCount(order);
+  std::vector<uint64_t> weights(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const uint64_t pieces =
+        std::max<uint64_t>(1, (order[i].bytes + options_.max_piece_bytes - 1) /
+                                  options_.max_piece_bytes);
+    weights[i] = order[i].bytes + pieces * kPieceCost;
+  }
+  const std::vector<size_t> bounds = util::SplitByWeight(weights, runs);
+
+  std::vector<std::vector<std::string>> files(runs);
+  std::vector<std::thread> threads;
+  threads.reserve(runs - 1);
+  std::vector<size_t> inline_runs;
+  for (size_t r = 1; r < runs; ++r) {
+    auto run = [this, &job, &bounds, &files, r] {
+      WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r]).IgnoreError();
+    };
+    try {
+      threads.emplace_back(run);
+    } catch (const std::system_error&) {
+      inline_runs.push_back(r);  // No thread to be had: write it here.
+    }
+  }
+  WriteRun(&job, 0, bounds[0], bounds[1], &files[0]).IgnoreError();
+  for (size_t r : inline_runs) {
+    WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r]).IgnoreError();
+  }
+  for (std::thread& t : threads) t.join();
+
+  if (job.failed.load()) {
+    // Every thread has closed its files: remove what this call wrote, so
+    // that a failed WriteData leaves no staging file behind.
+    for (const auto& run_files : files) {
+      for (const std::string& f : run_files) {
+        // Best effort; Abandon and GC remove the rest.
+        store_->fs()
+            ->DeleteFile(f, rocksdb::IOOptions(), nullptr)
+            .PermitUncheckedError();
+      }
+    }
+    return job.error;
+  }
+  if (options_.progress) options_.progress(job.progress);
+  return std::move(job.results);
+}
+
+Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
+                                          size_t end,
+                                          std::vector<std::string>* files) {
+  // Records the first failure of any thread; later ones are consequences
+  // or coincidences, and the first names the item that failed.
+  auto fail = [job](Status s) {
+    std::lock_guard<std::mutex> lock(job->mu);
+    if (!job->failed.exchange(true)) job->error = s;
+    return s;
+  };
+  // The largest piece of the run, as planned (a byte item's size is known
+  // only once resolved; a larger one still works, through RocksDB's
+  // growing buffer).
+  uint64_t largest_piece = 0;
+  for (size_t i = begin; i < end; ++i) {
+    largest_piece = std::max(
+        largest_piece, std::min(job->order[i].bytes, options_.max_piece_bytes));
+  }
+  const rocksdb::Options file_options =
+      StagingFileOptions(job->sst_options, largest_piece);
+  std::unique_ptr<rocksdb::SstFileWriter> sst;
+  std::string file_path;
+  uint64_t file_bytes = 0;
+  int file_number = 0;
+
+  // These two leave the context (the save, the item) to their callers.
+  auto close_file = [&]() -> Status {
+    if (!sst) return Status::OK();
+    rocksdb::Status s = sst->Finish();  // Syncs the file.
+    sst.reset();
+    return FromRocksDB(s, "finishing staging file " + file_path);
+  };
+  auto open_file = [&]() -> Status {
+    ROCKSDCP_RETURN_IF_ERROR(close_file());
+    file_path = (fs::path(staging_dir_) /
+                 (job->prefix + "-" + std::to_string(run) + "-" +
+                  std::to_string(file_number++) + ".sst"))
+                    .string();
+    files->push_back(file_path);
+    sst = std::make_unique<rocksdb::SstFileWriter>(job->env_options,
+                                                   file_options);
+    file_bytes = 0;
+    return FromRocksDB(sst->Open(file_path),
+                       "opening staging file " + file_path);
+  };
+
+  std::unique_ptr<format::PieceEncoder> encoder;
+  if (options_.reuse_buffers) encoder = TakeEncoder();
+  struct GiveBack {
+    RocksDBStorageWriterImpl* self;
+    std::unique_ptr<format::PieceEncoder>* encoder;
+    ~GiveBack() {
+      if (*encoder) self->ReturnEncoder(std::move(*encoder));
+    }
+  } give_back{this, &encoder};
+
+  for (size_t i = begin; i < end; ++i) {
+    if (job->failed.load(std::memory_order_relaxed)) {
+      return Status::Aborted("another writer thread failed");
+    }
+    const WriteItem& item = *job->order[i].item;
+    auto what = [&] {
+      return Where() + ", item " + Quote(item.index.ToString());
+    };
+    auto resolved = job->planner.ResolveData(item);
+    if (!resolved.ok()) return fail(resolved.status().WithContext(what()));
+    // Once the item is written (every piece copied into the SST builder),
+    // or has failed, the planner may reuse its memory.
+    struct Release {
+      SavePlanner& planner;
+      const WriteItem& item;
+      ~Release() { planner.ReleaseData(item); }
+    } release{job->planner, item};
+
+    format::PieceHeader header;
+    const TensorView* view = std::get_if<TensorView>(&*resolved);
+    std::string_view bytes;
+    uint64_t total = 0;
+    uint64_t piece_bytes = options_.max_piece_bytes;
+    if (item.type == WriteItemType::kByteIO) {
+      if (view != nullptr) {
+        return fail(Status::InvalidArgument(
+            what() + ": planner resolved a byte item to a tensor"));
+      }
+      bytes = std::get<std::string_view>(*resolved);
+      total = bytes.size();
+      header.kind = format::ItemKind::kBytes;
+    } else {
+      if (view == nullptr || !item.tensor_data) {
+        return fail(Status::InvalidArgument(
+            what() + ": planner resolved a tensor item to bytes"));
+      }
+      if (Status s = view->Validate(item.index.fqn); !s.ok()) {
+        return fail(s.WithContext(what()));
+      }
+      const TensorWriteData& td = *item.tensor_data;
+      if (view->dtype != td.properties.dtype || view->sizes != td.chunk.sizes) {
+        return fail(Status::InvalidArgument(
+            what() + ": planned " +
+            std::string(DTypeName(td.properties.dtype)) +
+            util::ShapeString(td.chunk.sizes) + " but the state dict holds " +
+            std::string(DTypeName(view->dtype)) + util::ShapeString(view->sizes)));
+      }
+      const uint64_t elem = DTypeSize(view->dtype);
+      total = view->nbytes();
+      // Pieces end on element boundaries, so a reader can copy whole
+      // elements out of each.
+      piece_bytes = std::max<uint64_t>(elem, piece_bytes - piece_bytes % elem);
+      header.kind = format::ItemKind::kTensor;
+      header.dtype = view->dtype;
+      header.chunk_offsets = td.chunk.offsets;
+      header.chunk_sizes = td.chunk.sizes;
+    }
+    const uint64_t num_pieces =
+        total == 0 ? 1 : (total + piece_bytes - 1) / piece_bytes;
+    if (num_pieces > UINT32_MAX) {
+      return fail(
+          Status::InvalidArgument(what() + ": needs more than 2^32 pieces"));
+    }
+    header.num_pieces = static_cast<uint32_t>(num_pieces);
+
+    // An item stays within one staging file, so its WriteResult can name it.
+    if (!sst || file_bytes >= options_.target_file_bytes) {
+      if (Status s = open_file(); !s.ok()) return fail(s.WithContext(what()));
+    }
+    for (uint32_t p = 0; p < header.num_pieces; ++p) {
+      if (p > 0 && job->failed.load(std::memory_order_relaxed)) {
+        return Status::Aborted("another writer thread failed");
+      }
+      header.piece = p;
+      header.byte_offset = p * piece_bytes;
+      header.byte_length = std::min(piece_bytes, total - header.byte_offset);
+      // Without reuse, a fresh encoder (and buffer) per piece: the cost
+      // that reuse_buffers exists to show.
+      if (!options_.reuse_buffers) {
+        encoder = std::make_unique<format::PieceEncoder>();
+      }
+      std::string_view value = encoder->Encode(header, [&](uint8_t* dst) {
+        if (view != nullptr) {
+          const uint64_t elem = DTypeSize(view->dtype);
+          util::GatherElements(*view, header.byte_offset / elem,
+                               header.byte_length / elem, dst);
+        } else if (header.byte_length > 0) {
+          std::memcpy(dst, bytes.data() + header.byte_offset,
+                      header.byte_length);
+        }
+      });
+      rocksdb::Status s = sst->Put(keys::PieceKey(item.index, p),
+                                   rocksdb::Slice(value.data(), value.size()));
+      if (!s.ok()) {
+        return fail(FromRocksDB(s, what() + ": writing piece " +
+                                       std::to_string(p) + " to " + file_path));
+      }
+      file_bytes += value.size();
+      if (options_.progress) {
+        std::lock_guard<std::mutex> lock(job->mu);
+        job->progress.bytes_done += header.byte_length;
+        if (item.type == WriteItemType::kByteIO) {
+          job->progress.bytes_total += header.byte_length;
+        }
+        if (p + 1 == header.num_pieces) ++job->progress.items_done;
+        options_.progress(job->progress);
+      }
+    }
+    if (!options_.reuse_buffers) encoder.reset();
+
+    format::StorageInfo info;
+    info.kind = header.kind;
+    info.length = total;
+    info.num_pieces = header.num_pieces;
+    info.piece_bytes = piece_bytes;
+    info.file = file_path;
+    job->results[i] =
+        WriteResult{item.index, total, format::EncodeStorageInfo(info)};
+  }
+  if (Status s = close_file(); !s.ok()) return fail(s.WithContext(Where()));
+  return Status::OK();
+}
+
+}  // namespace rocksdcp
