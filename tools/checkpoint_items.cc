@@ -6,6 +6,12 @@ namespace rocksdcp::tools {
 
 std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
+std::string ShapeText(const std::vector<int64_t>& size) {
+  std::string s;
+  for (int64_t d : size) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
 std::string Where(const Store& store, std::string_view id) {
   return "store " + Quoted(store.path()) + ", checkpoint " + Quoted(id);
 }

@@ -23,6 +23,9 @@ inline constexpr size_t kDefaultBufferBytes = size_t{64} << 20;
 // 's' in single quotes, as error messages name paths, ids and fqns.
 std::string Quoted(std::string_view s);
 
+// "[2, 3]": a shape as the CLI prints it and errors name it.
+std::string ShapeText(const std::vector<int64_t>& size);
+
 // "store '<path>', checkpoint '<id>'": the context of an error.
 std::string Where(const Store& store, std::string_view id);
 

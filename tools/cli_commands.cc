@@ -72,15 +72,6 @@ void CheckpointJson(JsonWriter& j, const CheckpointInfo& c) {
   j.EndObject();
 }
 
-std::string Shape(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  return s + "]";
-}
-
 // Deletes `ids` (already checked to exist), reporting each.
 int DeleteAll(const char* cmd, Store& store, const Args& a,
               const std::vector<std::string>& ids,
@@ -191,7 +182,7 @@ int RunInfo(const Args& a) {
           TensorBytes(t->properties.dtype, t->size);
       std::printf("%-40s %-10s %-20s %7zu %12s\n", Printable(fqn).c_str(),
                   std::string(DTypeName(t->properties.dtype)).c_str(),
-                  Shape(t->size).c_str(), t->chunks.size(),
+                  ShapeText(t->size).c_str(), t->chunks.size(),
                   bytes ? std::to_string(*bytes).c_str() : "?");
     } else {
       std::printf("%-40s %-10s %-20s %7d %12s\n", Printable(fqn).c_str(),

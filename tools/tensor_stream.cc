@@ -18,12 +18,6 @@ namespace {
 // element of every tensor, so a slab could be empty.
 constexpr size_t kMinBudgetBytes = 16;
 
-std::string ShapeText(const std::vector<int64_t>& size) {
-  std::string s;
-  for (int64_t d : size) s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
 // Checks the items of each Load against the metadata that Load reads
 // anyway, so the check costs no metadata read of its own. It is needed:
 // with allow_partial_load the default planner skips an fqn the checkpoint
