@@ -20,6 +20,8 @@ PACKAGES=(
   # own numpy.load for .npy, and tests/tools/read_safetensors.py (Python's
   # strict JSON parser) for safetensors.
   python3 python3-numpy
+  # rocksdcp::torch, the LibTorch adapter (LibTorch 1.13, find_package(Torch)).
+  libtorch-dev
 )
 
 missing=()

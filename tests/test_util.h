@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
 #include <ostream>
 #include <string>
 
@@ -72,6 +73,28 @@ MATCHER(IsOk, "is OK") {
 // ThreadCollective group of `world_size`, and joins them.
 void RunRanks(int world_size, int coordinator,
               const std::function<void(int, Collective&)>& body);
+
+// One row of docs/errors.md's tables: | `name` | situation | Code | `message` |
+struct ErrorDocRow {
+  std::string code;
+  std::string message;
+};
+
+// The rows of the error document at `path` whose names start with
+// `name_prefix`, by name. A row named twice fails the calling test.
+std::map<std::string, ErrorDocRow> ReadErrorDoc(const std::string& path,
+                                                const std::string& name_prefix);
+
+// Checks that `got` (a scenario's code and message) is what row `name` of
+// `doc` says; with ROCKSDCP_PRINT_ERRORS set, prints the row as the code
+// words it, to paste into the document.
+::testing::AssertionResult IsDocumentedError(
+    const std::map<std::string, ErrorDocRow>& doc, const std::string& name,
+    const ErrorDocRow& got);
+
+// A row name as a test name: "id-empty" -> "id_empty".
+std::string ErrorRowTestName(
+    const ::testing::TestParamInfo<const char*>& info);
 
 // A directory made fresh for one test under testing::TempDir(), removed
 // with everything in it when the object goes away.

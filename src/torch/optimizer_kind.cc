@@ -1,0 +1,210 @@
+#include "torch/optimizer_kind.h"
+
+#include <c10/util/Type.h>
+#include <c10/util/string_utils.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <cstring>
+#include <tuple>
+#include <typeinfo>
+
+namespace rocksdcp::torch {
+
+namespace {
+
+namespace optim = ::torch::optim;
+
+// A double option field of OPTIONS, read and set through LibTorch's
+// TORCH_ARG accessors.
+#define ROCKSDCP_DOUBLE_FIELD(OPTIONS, FIELD)                         \
+  HyperField {                                                        \
+    #FIELD, false,                                                    \
+        [](const optim::OptimizerOptions& o) -> double {              \
+          return static_cast<const OPTIONS&>(o).FIELD();              \
+        },                                                            \
+        [](optim::OptimizerOptions& o, double v) {                    \
+          static_cast<OPTIONS&>(o).FIELD(v);                          \
+        }                                                             \
+  }
+#define ROCKSDCP_BOOL_FIELD(OPTIONS, FIELD)                           \
+  HyperField {                                                        \
+    #FIELD, true,                                                     \
+        [](const optim::OptimizerOptions& o) -> double {              \
+          return static_cast<const OPTIONS&>(o).FIELD() ? 1.0 : 0.0;  \
+        },                                                            \
+        [](optim::OptimizerOptions& o, double v) {                    \
+          static_cast<OPTIONS&>(o).FIELD(v != 0);                     \
+        }                                                             \
+  }
+// betas, a std::tuple<double, double>, saved as betas.0 and betas.1.
+#define ROCKSDCP_BETA_FIELD(OPTIONS, I)                               \
+  HyperField {                                                        \
+    "betas." #I, false,                                               \
+        [](const optim::OptimizerOptions& o) -> double {              \
+          return std::get<I>(static_cast<const OPTIONS&>(o).betas()); \
+        },                                                            \
+        [](optim::OptimizerOptions& o, double v) {                    \
+          std::get<I>(static_cast<OPTIONS&>(o).betas()) = v;          \
+        }                                                             \
+  }
+// A tensor of a ParamState.
+#define ROCKSDCP_STATE_FIELD(STATE, FIELD, EXISTS_IF)                 \
+  StateField {                                                        \
+    #FIELD, EXISTS_IF,                                                \
+        [](optim::OptimizerParamState& s) -> ::torch::Tensor& {       \
+          return static_cast<STATE&>(s).FIELD();                      \
+        }                                                             \
+  }
+#define ROCKSDCP_STEP(STATE)                                          \
+  [](optim::OptimizerParamState& s) -> int64_t& {                     \
+    return static_cast<STATE&>(s).step();                             \
+  }
+
+template <typename Opt, typename Options, typename State>
+OptimizerKind Kind(const char* name, std::vector<HyperField> hyper,
+                   std::vector<StateField> state,
+                   int64_t& (*step)(optim::OptimizerParamState&),
+                   bool state_from_start) {
+  return OptimizerKind{
+      name,
+      std::move(hyper),
+      std::move(state),
+      step,
+      state_from_start,
+      [](const optim::Optimizer& o) {
+        return dynamic_cast<const Opt*>(&o) != nullptr;
+      },
+      [](const optim::OptimizerOptions& o) {
+        return dynamic_cast<const Options*>(&o) != nullptr;
+      },
+      []() -> std::unique_ptr<optim::OptimizerParamState> {
+        return std::make_unique<State>();
+      },
+  };
+}
+
+// decoupled_weight_decay: what tells AdamW's state from Adam's.
+template <bool kDecoupled>
+HyperField DecoupledWeightDecay() {
+  return HyperField{
+      "decoupled_weight_decay", true,
+      [](const optim::OptimizerOptions&) { return kDecoupled ? 1.0 : 0.0; },
+      nullptr};
+}
+
+std::vector<OptimizerKind> MakeKinds() {
+  using optim::AdagradOptions;
+  using optim::AdagradParamState;
+  using optim::AdamOptions;
+  using optim::AdamParamState;
+  using optim::AdamWOptions;
+  using optim::AdamWParamState;
+  using optim::RMSpropOptions;
+  using optim::RMSpropParamState;
+  using optim::SGDOptions;
+  using optim::SGDParamState;
+  std::vector<OptimizerKind> kinds;
+  kinds.push_back(Kind<optim::Adam, AdamOptions, AdamParamState>(
+      "Adam",
+      {ROCKSDCP_DOUBLE_FIELD(AdamOptions, lr),
+       ROCKSDCP_BETA_FIELD(AdamOptions, 0), ROCKSDCP_BETA_FIELD(AdamOptions, 1),
+       ROCKSDCP_DOUBLE_FIELD(AdamOptions, eps),
+       ROCKSDCP_DOUBLE_FIELD(AdamOptions, weight_decay),
+       ROCKSDCP_BOOL_FIELD(AdamOptions, amsgrad), DecoupledWeightDecay<false>()},
+      {ROCKSDCP_STATE_FIELD(AdamParamState, exp_avg, nullptr),
+       ROCKSDCP_STATE_FIELD(AdamParamState, exp_avg_sq, nullptr),
+       ROCKSDCP_STATE_FIELD(AdamParamState, max_exp_avg_sq, "amsgrad")},
+      ROCKSDCP_STEP(AdamParamState), false));
+  kinds.push_back(Kind<optim::AdamW, AdamWOptions, AdamWParamState>(
+      "AdamW",
+      {ROCKSDCP_DOUBLE_FIELD(AdamWOptions, lr),
+       ROCKSDCP_BETA_FIELD(AdamWOptions, 0),
+       ROCKSDCP_BETA_FIELD(AdamWOptions, 1),
+       ROCKSDCP_DOUBLE_FIELD(AdamWOptions, eps),
+       ROCKSDCP_DOUBLE_FIELD(AdamWOptions, weight_decay),
+       ROCKSDCP_BOOL_FIELD(AdamWOptions, amsgrad), DecoupledWeightDecay<true>()},
+      {ROCKSDCP_STATE_FIELD(AdamWParamState, exp_avg, nullptr),
+       ROCKSDCP_STATE_FIELD(AdamWParamState, exp_avg_sq, nullptr),
+       ROCKSDCP_STATE_FIELD(AdamWParamState, max_exp_avg_sq, "amsgrad")},
+      ROCKSDCP_STEP(AdamWParamState), false));
+  kinds.push_back(Kind<optim::SGD, SGDOptions, SGDParamState>(
+      "SGD",
+      {ROCKSDCP_DOUBLE_FIELD(SGDOptions, lr),
+       ROCKSDCP_DOUBLE_FIELD(SGDOptions, momentum),
+       ROCKSDCP_DOUBLE_FIELD(SGDOptions, dampening),
+       ROCKSDCP_DOUBLE_FIELD(SGDOptions, weight_decay),
+       ROCKSDCP_BOOL_FIELD(SGDOptions, nesterov)},
+      // SGD keeps state only with momentum, and then only the buffer.
+      {ROCKSDCP_STATE_FIELD(SGDParamState, momentum_buffer, nullptr)},
+      nullptr, false));
+  kinds.push_back(Kind<optim::RMSprop, RMSpropOptions, RMSpropParamState>(
+      "RMSprop",
+      {ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, lr),
+       ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, alpha),
+       ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, eps),
+       ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, weight_decay),
+       ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, momentum),
+       ROCKSDCP_BOOL_FIELD(RMSpropOptions, centered)},
+      {ROCKSDCP_STATE_FIELD(RMSpropParamState, square_avg, nullptr),
+       ROCKSDCP_STATE_FIELD(RMSpropParamState, momentum_buffer, "momentum"),
+       ROCKSDCP_STATE_FIELD(RMSpropParamState, grad_avg, "centered")},
+      ROCKSDCP_STEP(RMSpropParamState), false));
+  kinds.push_back(Kind<optim::Adagrad, AdagradOptions, AdagradParamState>(
+      "Adagrad",
+      {ROCKSDCP_DOUBLE_FIELD(AdagradOptions, lr),
+       ROCKSDCP_DOUBLE_FIELD(AdagradOptions, lr_decay),
+       ROCKSDCP_DOUBLE_FIELD(AdagradOptions, weight_decay),
+       ROCKSDCP_DOUBLE_FIELD(AdagradOptions, initial_accumulator_value),
+       ROCKSDCP_DOUBLE_FIELD(AdagradOptions, eps)},
+      {ROCKSDCP_STATE_FIELD(AdagradParamState, sum, nullptr)},
+      ROCKSDCP_STEP(AdagradParamState), true));
+  return kinds;
+}
+
+#undef ROCKSDCP_DOUBLE_FIELD
+#undef ROCKSDCP_BOOL_FIELD
+#undef ROCKSDCP_BETA_FIELD
+#undef ROCKSDCP_STATE_FIELD
+#undef ROCKSDCP_STEP
+
+}  // namespace
+
+const HyperField* OptimizerKind::FindHyper(const std::string& field) const {
+  for (const HyperField& h : hyper) {
+    if (field == h.name) return &h;
+  }
+  return nullptr;
+}
+
+const StateField* OptimizerKind::FindState(const std::string& field) const {
+  for (const StateField& s : state) {
+    if (field == s.name) return &s;
+  }
+  return nullptr;
+}
+
+const std::vector<OptimizerKind>& AllKinds() {
+  static const std::vector<OptimizerKind>* const kinds =
+      new std::vector<OptimizerKind>(MakeKinds());
+  return *kinds;
+}
+
+Result<const OptimizerKind*> KindOf(const optim::Optimizer& optimizer) {
+  for (const OptimizerKind& kind : AllKinds()) {
+    if (kind.is(optimizer)) return &kind;
+  }
+  return Status::NotSupported(
+      "optimizer " + c10::demangle(typeid(optimizer).name()) +
+      " is not one rocksdcp::torch saves: Adam, AdamW, SGD, RMSprop and "
+      "Adagrad are");
+}
+
+std::string StateKey(const ::torch::Tensor& param) {
+  return c10::guts::to_string(param.unsafeGetTensorImpl());
+}
+
+}  // namespace rocksdcp::torch

@@ -1,0 +1,50 @@
+// Small helpers of the LibTorch adapter: LibTorch throws, rocksdcp returns
+// a Status, and this is where one becomes the other.
+
+#ifndef ROCKSDCP_SRC_TORCH_TORCH_UTIL_H_
+#define ROCKSDCP_SRC_TORCH_TORCH_UTIL_H_
+
+#include <c10/core/Layout.h>
+
+#include <exception>
+#include <new>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "rocksdcp/status.h"
+
+namespace rocksdcp::torch {
+
+// "Sparse", "Mkldnn", ...: LibTorch's name of a layout.
+inline std::string LayoutName(c10::Layout layout) {
+  std::ostringstream out;
+  out << layout;
+  return out.str();
+}
+
+// The first line of a LibTorch exception's message: c10::Error appends a
+// C++ backtrace that says nothing to a trainer.
+inline std::string FirstLine(const char* what) {
+  std::string_view s(what);
+  return std::string(s.substr(0, s.find('\n')));
+}
+
+// Runs `fn` (which returns a Status) and turns whatever LibTorch throws
+// into a Status of `code` whose message starts with `context`, or Aborted
+// when memory ran out. Nothing LibTorch throws crosses rocksdcp's API.
+template <typename Fn>
+Status CatchTorch(StatusCode code, std::string_view context, Fn&& fn) {
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (const std::bad_alloc&) {
+    return Status::Aborted(std::string(context) + ": out of memory");
+  } catch (const std::exception& e) {
+    return Status(code, std::string(context) + ": " + FirstLine(e.what()));
+  }
+}
+
+}  // namespace rocksdcp::torch
+
+#endif  // ROCKSDCP_SRC_TORCH_TORCH_UTIL_H_
