@@ -73,28 +73,36 @@ void CheckpointJson(JsonWriter& j, const CheckpointInfo& c) {
 }
 
 // Deletes `ids` (already checked to exist), reporting each.
+// Prints what rm or keep-last deleted: a line each, or with --json one
+// object with the ids deleted and kept.
+void PrintDeleted(const Args& a, const std::vector<std::string>& deleted,
+                  const std::vector<std::string>& kept) {
+  if (!a.json) {
+    for (const std::string& id : deleted) {
+      std::printf("deleted %s\n", Printable(id).c_str());
+    }
+    return;
+  }
+  JsonWriter j;
+  j.BeginObject().Key("store").String(a.positional[0]);
+  j.Key("deleted").BeginArray();
+  for (const std::string& id : deleted) j.String(id);
+  j.EndArray().Key("kept").BeginArray();
+  for (const std::string& id : kept) j.String(id);
+  j.EndArray().EndObject();
+  PrintJson(j);
+}
+
 int DeleteAll(const char* cmd, Store& store, const Args& a,
-              const std::vector<std::string>& ids,
-              const std::vector<std::string>& kept) {
-  const bool json = a.json;
+              const std::vector<std::string>& ids) {
   std::vector<std::string> deleted;
   Status failed;
   for (const std::string& id : ids) {
     failed = store.Delete(id);
     if (!failed.ok()) break;
     deleted.push_back(id);
-    if (!json) std::printf("deleted %s\n", Printable(id).c_str());
   }
-  if (json) {
-    JsonWriter j;
-    j.BeginObject().Key("store").String(a.positional[0]);
-    j.Key("deleted").BeginArray();
-    for (const std::string& id : deleted) j.String(id);
-    j.EndArray().Key("kept").BeginArray();
-    for (const std::string& id : kept) j.String(id);
-    j.EndArray().EndObject();
-    PrintJson(j);
-  }
+  PrintDeleted(a, deleted, {});
   return failed.ok() ? kExitOk : Fail(cmd, failed);
 }
 
@@ -308,7 +316,7 @@ int RunRm(const Args& a) {
                          info.status().message() + "; nothing was deleted"));
     }
   }
-  return DeleteAll("rm", **store, a, ids, {});
+  return DeleteAll("rm", **store, a, ids);
 }
 
 int RunKeepLast(const Args& a) {
@@ -326,27 +334,15 @@ int RunKeepLast(const Args& a) {
   n = std::stoull(n_arg);
   auto store = OpenStore("keep-last", a.positional[0], /*read_only=*/false);
   if (!store.ok()) return Fail("keep-last", store.status());
-  auto list = (*store)->List();
-  if (!list.ok()) return Fail("keep-last", list.status());
-  // Newest first, by created time (ties by id, for a stable choice).
-  std::vector<CheckpointInfo> sorted = *list;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const CheckpointInfo& x, const CheckpointInfo& y) {
-                     if (x.created_unix_micros != y.created_unix_micros) {
-                       return x.created_unix_micros > y.created_unix_micros;
-                     }
-                     return x.id > y.id;
-                   });
-  std::vector<std::string> kept, doomed;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    (i < n ? kept : doomed).push_back(sorted[i].id);
-  }
+  auto report = (*store)->KeepLast(n);
+  if (!report.ok()) return Fail("keep-last", report.status());
   if (!a.json) {
-    for (const std::string& id : kept) {
+    for (const std::string& id : report->kept) {
       std::printf("keeping %s\n", Printable(id).c_str());
     }
   }
-  return DeleteAll("keep-last", **store, a, doomed, kept);
+  PrintDeleted(a, report->deleted, report->kept);
+  return kExitOk;
 }
 
 int RunGc(const Args& a) {

@@ -138,6 +138,14 @@ struct GcReport {
   uint64_t freed_bytes = 0;
 };
 
+// What Store::KeepLast kept and deleted.
+struct RetentionReport {
+  // The newest checkpoints, newest first.
+  std::vector<std::string> kept;
+  // The others, oldest first, in the order they were deleted.
+  std::vector<std::string> deleted;
+};
+
 // One problem Store::Verify found.
 struct VerifyProblem {
   // The checkpoint's id.
@@ -426,6 +434,13 @@ class Store {
   // loading it finish their load.
   // REQUIRES: not read-only.
   virtual Status Delete(std::string_view id) = 0;
+
+  // Retention: deletes every committed checkpoint but the newest `n`, by
+  // created time (of two created in the same microsecond, the greater id
+  // counts as newer), oldest first, each as Delete does. A failed delete
+  // stops it; the error names the ones deleted before it.
+  // REQUIRES: not read-only.
+  Result<RetentionReport> KeepLast(uint64_t n);
 
   // Drops column families that no committed catalog entry names (left by
   // saves that never finished) and deletes staging files of writers that

@@ -1,5 +1,6 @@
 #include <rocksdb/table.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -68,6 +69,36 @@ StoreImpl::~StoreImpl() {
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                            const StoreOptions& options) {
   return StoreImpl::Open(path, options);
+}
+
+Result<RetentionReport> Store::KeepLast(uint64_t n) {
+  ROCKSDCP_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> list, List());
+  // Newest first.
+  std::stable_sort(list.begin(), list.end(),
+                   [](const CheckpointInfo& x, const CheckpointInfo& y) {
+                     if (x.created_unix_micros != y.created_unix_micros) {
+                       return x.created_unix_micros > y.created_unix_micros;
+                     }
+                     return x.id > y.id;
+                   });
+  RetentionReport report;
+  for (size_t i = 0; i < list.size() && i < n; ++i) {
+    report.kept.push_back(list[i].id);
+  }
+  for (size_t i = list.size(); i-- > report.kept.size();) {
+    if (Status s = Delete(list[i].id); !s.ok()) {
+      std::string done;
+      for (const std::string& id : report.deleted) {
+        done += (done.empty() ? "" : ", ") + Quote(id);
+      }
+      return s.WithContext(
+          "keep-last " + std::to_string(n) + " in store " + Quote(path()) +
+          (done.empty() ? ", having deleted none"
+                        : ", having deleted " + done));
+    }
+    report.deleted.push_back(list[i].id);
+  }
+  return report;
 }
 
 Result<std::unique_ptr<Store>> StoreImpl::Open(const std::string& path,

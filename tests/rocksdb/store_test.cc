@@ -59,6 +59,36 @@ TEST_F(StoreTest, ListsInfoAndDeletes) {
               StatusIs(StatusCode::kNotFound, HasSubstr("step-100")));
 }
 
+TEST_F(StoreTest, KeepLastDeletesAllButTheNewestByCreatedTime) {
+  // Saved in this order: "m" is the oldest and "a" the newest, so created
+  // time, not id order, decides.
+  ExampleState state = ExampleStateDict(1);
+  for (const char* id : {"m", "z", "b", "a"}) ASSERT_OK(SaveDict(state.dict, id));
+  ASSERT_OK_AND_ASSIGN(RetentionReport report, store_->KeepLast(2));
+  EXPECT_THAT(report.kept, ElementsAre("a", "b"));
+  EXPECT_THAT(report.deleted, ElementsAre("m", "z"));
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, "b");
+  EXPECT_EQ(list[1].id, "a");
+
+  ASSERT_OK_AND_ASSIGN(report, store_->KeepLast(5));
+  EXPECT_THAT(report.kept, ElementsAre("a", "b"));
+  EXPECT_TRUE(report.deleted.empty());
+  ASSERT_OK_AND_ASSIGN(report, store_->KeepLast(0));
+  EXPECT_THAT(report.deleted, ElementsAre("b", "a"));
+  ASSERT_OK_AND_ASSIGN(list, store_->List());
+  EXPECT_TRUE(list.empty());
+
+  ASSERT_OK(SaveDict(state.dict, "x"));
+  ASSERT_OK(SaveDict(state.dict, "y"));
+  CloseStore();
+  OpenStore({.read_only = true});
+  EXPECT_THAT(store_->KeepLast(1),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       HasSubstr("having deleted none")));
+}
+
 TEST_F(StoreTest, CheckpointsSurviveReopen) {
   ExampleState a = ExampleStateDict(7);
   ASSERT_OK(SaveDict(a.dict, "kept"));
