@@ -8,6 +8,9 @@
 #   3. build it
 #   4. run it: it saves a tiny state dict and loads it back
 #   (the installed CLI, bin/rocksdcp, answers --help)
+#      The consumer is configured with find_package(Torch) disabled: a
+#      consumer that does not ask for rocksdcp::torch needs no LibTorch,
+#      even from a package built with it.
 #   5. build the same program with `c++ -std=c++20 main.cc
 #      $(pkg-config --cflags --libs rocksdcp)` against the prefix's
 #      rocksdcp.pc (when PKG_CONFIG is given), and run it
@@ -19,6 +22,10 @@
 # the prefix must hold librocksdcp.so and no librocksdcp.a, the installed
 # CLI must find the library from its own RPATH, and the pkg-config program
 # runs with LD_LIBRARY_PATH, as its user would run it.
+#
+# With -DTORCH_CONSUMER_SOURCE_DIR=<dir> (when rocksdcp was built with
+# LibTorch), it then configures, builds and runs that project too: it asks
+# for find_package(rocksdcp COMPONENTS torch) and links rocksdcp::torch.
 #
 # Any failing step fails the test with that step's output.
 
@@ -78,7 +85,10 @@ if(shared)
       "-DCMAKE_CXX_COMPILER=${parent_CMAKE_CXX_COMPILER}"
       -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
       -DROCKSDCP_BUILD_TESTS=OFF -DROCKSDCP_BUILD_BENCHMARKS=OFF
-      -DROCKSDCP_BUILD_EXAMPLES=OFF -DROCKSDCP_FUZZ_TESTS=OFF)
+      -DROCKSDCP_BUILD_EXAMPLES=OFF -DROCKSDCP_FUZZ_TESTS=OFF
+      # The LibTorch adapter's shared build adds a minute of compiling and
+      # checks nothing the static install test does not.
+      -DROCKSDCP_WITH_TORCH=OFF)
   run_step(build-shared ${CMAKE_COMMAND} --build "${ROCKSDCP_BUILD_DIR}" -j2)
 endif()
 
@@ -109,7 +119,8 @@ run_step(configure
     "-DCMAKE_CXX_COMPILER=${parent_CMAKE_CXX_COMPILER}"
     -DCMAKE_BUILD_TYPE=Release
     "-DCMAKE_PREFIX_PATH=${prefix}"
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+    -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON)
 
 run_step(build ${CMAKE_COMMAND} --build "${consumer_build}")
 
@@ -141,4 +152,19 @@ if(DEFINED PKG_CONFIG AND NOT PKG_CONFIG STREQUAL "")
   run_step(pkg-config-run ${CMAKE_COMMAND} -E env ${lib_path}
     "${WORK_DIR}/app-pc")
   message(STATUS "install test: pkg-config app says: ${step_output}")
+endif()
+
+# 6. rocksdcp::torch, through find_package(rocksdcp COMPONENTS torch).
+if(DEFINED TORCH_CONSUMER_SOURCE_DIR AND NOT TORCH_CONSUMER_SOURCE_DIR STREQUAL "")
+  set(torch_build "${WORK_DIR}/torch-build")
+  run_step(torch-configure
+    ${CMAKE_COMMAND} -S "${TORCH_CONSUMER_SOURCE_DIR}" -B "${torch_build}"
+      -G "${parent_CMAKE_GENERATOR}"
+      "-DCMAKE_CXX_COMPILER=${parent_CMAKE_CXX_COMPILER}"
+      -DCMAKE_BUILD_TYPE=Release
+      "-DCMAKE_PREFIX_PATH=${prefix}"
+      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+  run_step(torch-build ${CMAKE_COMMAND} --build "${torch_build}")
+  run_step(torch-run "${torch_build}/app")
+  message(STATUS "install test: torch app says: ${step_output}")
 endif()
