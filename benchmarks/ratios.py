@@ -18,7 +18,10 @@ Pairing (by the `wl` and `cold` counters each case reports):
   a load -> BM_RawFileRead of the same workload and temperature;
   BM_LoadResharded (W4) -> BM_Load of W2 at the same temperature;
   BM_AsyncSaveW2 -> the synchronous save measured in the same case (its
-      blocking_ratio counter).
+      blocking_ratio counter);
+  BM_TorchAdapterSave / BM_TorchAdapterLoad (rocksdcp_torch_bench) -> the
+      raw baseline too, and their target against BM_TorchSave / BM_TorchLoad
+      of the same run and temperature.
 
 Targets (from the issue), checked on the cases with default options
 (reuse:1); the reuse:0 cases are the comparison the notes below the table
@@ -29,6 +32,9 @@ give:
   W3 save, W3 load (warm and cold)   >= 50,000 items/s
   W4 resharded load, warm            >= 0.8 x W2 warm load
   async save of W2                   blocking time <= 0.2 x synchronous save
+  rocksdcp::torch save, load (T)     >= 2 x torch::save + fsync, torch::load
+                                     of the same module and Adam state
+                                     (rocksdcp_torch_bench; warm and cold)
   every rocksdcp save and load       RSS added <= memory budget (512 MiB)
 
 With --benchmark_repetitions, the median aggregate is used. Standard library
@@ -59,6 +65,11 @@ OPS = {
     "BM_LoadRanks": ("read", True),
     "BM_ExportSafetensors": ("write", True),
     "BM_ImportSafetensors": ("write", True),
+    # rocksdcp_torch_bench (workload 5): LibTorch's own, and the adapter.
+    "BM_TorchSave": ("write", False),
+    "BM_TorchLoad": ("read", False),
+    "BM_TorchAdapterSave": ("write", True),
+    "BM_TorchAdapterLoad": ("read", True),
 }
 
 W3_ITEMS_PER_S = 50_000
@@ -228,6 +239,13 @@ def main():
             check(r, r.ips >= W3_ITEMS_PER_S, ">= 50k items/s")
         elif r.op == "BM_LoadResharded" and r.cold == 0 and r.ratio is not None:
             check(r, r.ratio >= 0.8, ">= 0.8x W2 warm load")
+        elif r.op in ("BM_TorchAdapterSave", "BM_TorchAdapterLoad") and r.bps:
+            theirs = find(r.op.replace("Adapter", ""), r.wl,
+                          r.cold if r.op.endswith("Load") else None)
+            if theirs is not None and theirs.bps:
+                x = r.bps / theirs.bps
+                check(r, x >= 2.0, ">= 2x torch::" + ("load" if r.op.endswith("Load") else "save"),
+                      "{:.2f}x".format(x))
         elif r.op == "BM_AsyncSaveW2" and r.ratio is not None:
             detail = "{:.0f} of {:.0f} ms".format(r.entry.get("blocking_ms", 0),
                                                   r.entry.get("sync_save_ms", 0))
