@@ -285,6 +285,49 @@ TEST_F(TorchModuleTest, PartialLoadSkipsWhatTheCheckpointLacks) {
   EXPECT_TRUE(BitEqual(big->layers[2]->as<::torch::nn::Linear>()->weight, layer2));
 }
 
+TEST_F(TorchModuleTest, ThreadRanksEachSaveAndLoadTheirReplica) {
+  // Data-parallel replicas, one per thread rank: the driver writes each
+  // replicated tensor once, and every rank loads it all.
+  constexpr int kRanks = 2;
+  ::torch::manual_seed(5);
+  Net source(8, 2);
+  std::vector<Net> saved, loaded;
+  std::vector<std::unique_ptr<::torch::optim::Adam>> saved_opt, loaded_opt;
+  for (int r = 0; r < kRanks; ++r) {
+    saved.emplace_back(8, 2);
+    loaded.emplace_back(8, 2);
+    ::torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < source->parameters().size(); ++i) {
+      saved[r]->parameters()[i].copy_(source->parameters()[i]);
+    }
+    saved_opt.push_back(std::make_unique<::torch::optim::Adam>(saved[r]->parameters()));
+    loaded_opt.push_back(std::make_unique<::torch::optim::Adam>(loaded[r]->parameters()));
+  }
+  for (int r = 0; r < kRanks; ++r) TrainStep(saved[r], *saved_opt[r], 1);
+  std::vector<Status> results(kRanks);
+  RunRanks(kRanks, 0, [&](int r, Collective& c) {
+    auto writer = store_->NewWriter();
+    results[r] = writer.ok() ? torch::Save({saved[r].get(), saved_opt[r].get()},
+                                           **writer,
+                                           {.checkpoint_id = "c", .collective = &c})
+                                   .status()
+                             : writer.status();
+  });
+  for (const Status& s : results) ASSERT_OK(s);
+  RunRanks(kRanks, 0, [&](int r, Collective& c) {
+    auto reader = store_->NewReader();
+    results[r] = reader.ok() ? torch::Load({loaded[r].get(), loaded_opt[r].get()},
+                                           **reader,
+                                           {.checkpoint_id = "c", .collective = &c})
+                             : reader.status();
+  });
+  for (const Status& s : results) ASSERT_OK(s);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_TRUE(SameModuleState(*saved[0], *loaded[r])) << "rank " << r;
+    EXPECT_EQ(loaded_opt[r]->state().size(), saved_opt[0]->state().size());
+  }
+}
+
 TEST_F(TorchModuleTest, ClashingPrefixesAreRefused) {
   Net net(4, 1);
   EXPECT_THAT(SaveTrainer({.module = net.get()}, "c",
