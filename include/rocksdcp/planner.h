@@ -157,6 +157,25 @@ class DefaultLoadPlanner : public LoadPlanner {
   std::unique_ptr<Rep> rep_;
 };
 
+// What a load writes into, as another driver's planner (PyTorch's, through
+// the Python binding) describes it: an fqn with its dtype and global size,
+// or bytes.
+struct LoadDestination {
+  std::string fqn;
+  bool is_bytes = false;
+  DType dtype = DType::kFloat32;
+  // A dense tensor's sizes, or a sharded one's global size.
+  std::vector<int64_t> size;
+};
+
+// Checks every destination that the checkpoint holds against its record,
+// before anything is read, as DefaultLoadPlanner does for its state dict:
+// InvalidArgument naming each fqn whose kind (tensor or bytes), dtype or
+// global shape differs, all of them in one message. Fqns the checkpoint
+// lacks are the planner's to report.
+Status CheckLoadDestinations(const Metadata& metadata,
+                             const std::vector<LoadDestination>& destinations);
+
 }  // namespace rocksdcp
 
 #endif  // ROCKSDCP_PLANNER_H_

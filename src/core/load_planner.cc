@@ -44,6 +44,13 @@ Status CheckMatches(const std::string& fqn, const TensorStorageMetadata& md,
   return Status::OK();
 }
 
+Status KindMismatch(const std::string& fqn, bool checkpoint_has_tensor) {
+  return Status::InvalidArgument(
+      "item " + util::Quote(fqn) + ": kind mismatch: checkpoint has " +
+      (checkpoint_has_tensor ? "a tensor" : "bytes") + ", state dict has " +
+      (checkpoint_has_tensor ? "bytes" : "a tensor"));
+}
+
 // The metadata comes from disk and is untrusted: the saved chunks must tile
 // the tensor exactly before any arithmetic on them. A chunk outside the
 // size could overflow an offset; overlapping chunks with a hole of the same
@@ -200,10 +207,7 @@ Result<LoadPlan> DefaultLoadPlanner::CreateLocalPlan() {
     const auto* tensor_md = std::get_if<TensorStorageMetadata>(&it->second);
     const bool dest_is_bytes = std::holds_alternative<std::string>(value);
     if (dest_is_bytes != (tensor_md == nullptr)) {
-      return Status::InvalidArgument(
-          "item " + util::Quote(fqn) + ": kind mismatch: checkpoint has " +
-          (tensor_md ? "a tensor" : "bytes") + ", state dict has " +
-          (dest_is_bytes ? "bytes" : "a tensor"));
+      return KindMismatch(fqn, tensor_md != nullptr);
     }
     if (dest_is_bytes) {
       ReadItem item;
@@ -327,6 +331,27 @@ Status DefaultLoadPlanner::CommitTensor(const ReadItem& item,
   // ResolveTensor handed out a view into the state dict's own memory, so
   // the storage has already written the data in place.
   return Status::OK();
+}
+
+Status CheckLoadDestinations(const Metadata& metadata,
+                             const std::vector<LoadDestination>& destinations) {
+  const auto& saved = metadata.state_dict_metadata;
+  std::vector<std::string> problems;
+  for (const LoadDestination& d : destinations) {
+    auto it = saved.find(d.fqn);
+    if (it == saved.end()) continue;
+    const auto* tensor_md = std::get_if<TensorStorageMetadata>(&it->second);
+    Status s = d.is_bytes != (tensor_md == nullptr)
+                   ? KindMismatch(d.fqn, tensor_md != nullptr)
+               : tensor_md != nullptr
+                   ? CheckMatches(d.fqn, *tensor_md, d.dtype, d.size)
+                   : Status::OK();
+    if (!s.ok()) problems.push_back(s.message());
+  }
+  if (problems.empty()) return Status::OK();
+  std::string message = problems[0];
+  for (size_t i = 1; i < problems.size(); ++i) message += "; " + problems[i];
+  return Status::InvalidArgument(message);
 }
 
 }  // namespace rocksdcp

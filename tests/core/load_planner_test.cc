@@ -543,5 +543,26 @@ TEST_F(LoadPlannerTest, CreateLocalPlanNeedsSetUp) {
       StatusIs(StatusCode::kFailedPrecondition, HasSubstr("SetUpPlanner")));
 }
 
+TEST_F(LoadPlannerTest, CheckLoadDestinationsNamesEveryMismatch) {
+  Saved("a", {4, 8}, {Box{{0, 0}, {4, 8}}}, DType::kBFloat16);
+  Saved("b", {3}, {Box{{0}, {3}}}, DType::kFloat32);
+  Saved("ok", {2}, {Box{{0}, {2}}}, DType::kFloat32);
+  SavedBytes("step");
+  EXPECT_OK(CheckLoadDestinations(
+      metadata_, {{"ok", false, DType::kFloat32, {2}}, {"step", true},
+                  {"absent", false, DType::kInt8, {1}}}));
+  EXPECT_THAT(
+      CheckLoadDestinations(metadata_,
+                            {{"a", false, DType::kBFloat16, {8, 4}},
+                             {"b", false, DType::kFloat64, {3}},
+                             {"ok", false, DType::kFloat32, {2}},
+                             {"step", false, DType::kUInt8, {5}}}),
+      StatusIs(StatusCode::kInvalidArgument,
+               "item 'a': shape mismatch: checkpoint has [4, 8], state dict "
+               "has [8, 4]; item 'b': dtype mismatch: checkpoint has float32, "
+               "state dict has float64; item 'step': kind mismatch: "
+               "checkpoint has bytes, state dict has a tensor"));
+}
+
 }  // namespace
 }  // namespace rocksdcp
