@@ -1,0 +1,125 @@
+"""rocksdcp.Store from Python: the catalog, retention, verify, gc, byte
+items, and errors as exception classes with the library's messages."""
+
+import os
+
+import pytest
+import torch
+
+import rocksdcp
+import rocksdcp.torch as rt
+from conftest import flip_byte, sst_files
+
+
+def save(path, checkpoint_id, state, overwrite=False):
+    rt.dcp.save_state_dict(state, no_dist=True, planner=rt.DefaultSavePlanner(),
+                           storage_writer=rt.StorageWriter(path, checkpoint_id,
+                                                           overwrite=overwrite))
+
+
+def example(seed):
+    g = torch.Generator().manual_seed(seed)
+    return {"w": torch.randn(64, 64, generator=g), "step": seed.to_bytes(8, "little")}
+
+
+def test_list_info_and_delete(tmp_path):
+    path = tmp_path / "store"
+    save(path, "step-1", example(1))
+    save(path, "step-2", example(2))
+    with rocksdcp.Store(path) as store:
+        ids = [c.id for c in store.list()]
+        assert ids == ["step-1", "step-2"]
+        info = store.info("step-2")
+        assert info.items == 2 and info.world_size == 1
+        assert info.bytes == 64 * 64 * 4 + 8
+        assert "step-1" in store and "nope" not in store
+        assert store.items("step-1") == {"w": ("tensor", "float32", (64, 64)),
+                                         "step": ("bytes",)}
+        assert store.load_bytes("step-2", "step") == {"step": (2).to_bytes(8, "little")}
+        store.delete("step-1")
+        assert [c.id for c in store.list()] == ["step-2"]
+        with pytest.raises(rocksdcp.NotFound) as e:
+            store.delete("step-1")
+        where = store.path
+    assert isinstance(e.value, KeyError)
+    assert str(e.value) == "checkpoint 'step-1' not found in store '{}'".format(where)
+    assert store.closed
+
+
+def test_keep_last_keeps_the_newest(tmp_path):
+    path = tmp_path / "store"
+    for i in (5, 1, 9, 3):
+        save(path, "c{}".format(i), example(i))
+    with rocksdcp.Store(path) as store:
+        kept, deleted = store.keep_last(2)
+        assert kept == ["c3", "c9"] and deleted == ["c5", "c1"]
+        assert [c.id for c in store.list()] == ["c9", "c3"]
+
+
+def test_verify_finds_a_damaged_piece_and_gc_reports(tmp_path):
+    path = tmp_path / "store"
+    state = example(1)
+    save(path, "good", state)
+    with rocksdcp.Store(path) as store:
+        report = store.verify()
+        assert report["ok"] and report["checkpoints"][0]["items_checked"] == 2
+        assert store.gc(dry_run=True)["dropped_column_families"] == []
+    # Inside w's data: where its first row is in the file.
+    sst = sst_files(str(path))[0]
+    with open(sst, "rb") as f:
+        at = f.read().find(state["w"][0].numpy().tobytes())
+    assert at > 0
+    flip_byte(sst, at + 100)
+    seen = []
+    with rocksdcp.Store(path, read_only=True) as store:
+        report = store.verify(progress=lambda done, total: seen.append((done, total)))
+    assert not report["ok"]
+    [c] = report["checkpoints"]
+    # The small byte item shares w's RocksDB block, so it is damaged too.
+    assert {d["fqn"] for d in c["damaged_items"]} == {"w", "step"}
+    assert c["problems"][0]["code"] == "Corruption"
+    assert seen and seen[-1][1] > 0
+
+
+def test_errors_are_classes_with_the_library_messages(tmp_path, lock_holder):
+    path = tmp_path / "store"
+    save(path, "c", example(1))
+    with pytest.raises(rocksdcp.NotFound, match="does not exist"):
+        rocksdcp.Store(tmp_path / "nowhere", create_if_missing=False)
+    with rocksdcp.Store(path) as store:
+        with pytest.raises(rocksdcp.InvalidArgument,
+                           match="checkpoint id contains control character 0x09") as e:
+            store.info("bad\tid")
+        assert isinstance(e.value, ValueError)
+        with pytest.raises(rocksdcp.AlreadyExists, match="already exists"):
+            writer = store._native.new_writer()
+            writer.reset("c")
+            writer.set_up(True, 0, 1)
+    with rocksdcp.Store(path, read_only=True) as store:
+        with pytest.raises(rocksdcp.FailedPrecondition, match="read-only"):
+            store.delete("c")
+    # Exceptions hold their frames, and so the stores above: let them go
+    # before another process opens the store.
+    del e, writer
+    lock_holder(path)
+    with pytest.raises(rocksdcp.Busy, match="is locked by another process"):
+        rocksdcp.Store(path)
+    # Reading beside the writer works.
+    assert [c.id for c in rocksdcp.Store(path, read_only=True).list()] == ["c"]
+    for cls in (rocksdcp.NotFound, rocksdcp.Corruption, rocksdcp.InvalidArgument,
+                rocksdcp.IOError, rocksdcp.Busy, rocksdcp.NotSupported):
+        assert issubclass(cls, rocksdcp.Error)
+    assert issubclass(rocksdcp.IOError, OSError)
+
+
+def test_one_process_shares_its_read_write_store(tmp_path):
+    path = tmp_path / "store"
+    with rocksdcp.Store(path) as store:
+        # A StorageWriter of the same path in this process uses this store,
+        # where a second read-write open would be Busy.
+        save(path, "c", example(3))
+        assert [c.id for c in store.list()] == ["c"]
+        other = rocksdcp.Store(os.path.join(str(path), "..", "store"))
+        assert other.path == store.path
+        other.close()
+        assert not store.closed
