@@ -22,6 +22,9 @@ PACKAGES=(
   python3 python3-numpy
   # rocksdcp::torch, the LibTorch adapter (LibTorch 1.13, find_package(Torch)).
   libtorch-dev
+  # The Python package (pybind11, for Debian's python3), and what its tests
+  # run: torch 1.13's distributed checkpoint, pytest.
+  pybind11-dev python3-dev python3-torch python3-pytest
 )
 
 missing=()

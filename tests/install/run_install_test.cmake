@@ -27,6 +27,10 @@
 # LibTorch), it then configures, builds and runs that project too: it asks
 # for find_package(rocksdcp COMPONENTS torch) and links rocksdcp::torch.
 #
+# With -DPYTHON=<interpreter> -DPYTHON_DIR=<dir under the prefix> (when the
+# Python package was built), it then imports the installed package from
+# <prefix>/<dir> and saves and loads a checkpoint through torch's DCP.
+#
 # Any failing step fails the test with that step's output.
 
 foreach(var ROCKSDCP_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
@@ -88,7 +92,7 @@ if(shared)
       -DROCKSDCP_BUILD_EXAMPLES=OFF -DROCKSDCP_FUZZ_TESTS=OFF
       # The LibTorch adapter's shared build adds a minute of compiling and
       # checks nothing the static install test does not.
-      -DROCKSDCP_WITH_TORCH=OFF)
+      -DROCKSDCP_WITH_TORCH=OFF -DROCKSDCP_WITH_PYTHON=OFF)
   run_step(build-shared ${CMAKE_COMMAND} --build "${ROCKSDCP_BUILD_DIR}" -j2)
 endif()
 
@@ -167,4 +171,27 @@ if(DEFINED TORCH_CONSUMER_SOURCE_DIR AND NOT TORCH_CONSUMER_SOURCE_DIR STREQUAL 
   run_step(torch-build ${CMAKE_COMMAND} --build "${torch_build}")
   run_step(torch-run "${torch_build}/app")
   message(STATUS "install test: torch app says: ${step_output}")
+endif()
+
+# 7. The Python package, from where `cmake --install` put it.
+if(DEFINED PYTHON AND NOT PYTHON STREQUAL "" AND NOT shared)
+  set(site "${prefix}/${PYTHON_DIR}")
+  if(NOT EXISTS "${site}/rocksdcp/__init__.py")
+    message(FATAL_ERROR "install test: no rocksdcp package in ${site}")
+  endif()
+  run_step(python
+    ${CMAKE_COMMAND} -E env "PYTHONPATH=${site}" PYTHONDONTWRITEBYTECODE=1
+    ${PYTHON} -c "
+import os, sys, tempfile, torch
+import rocksdcp, rocksdcp.torch as rt
+assert rocksdcp.__file__.startswith(sys.argv[1]), rocksdcp.__file__
+d = tempfile.mkdtemp()
+sd = {'w': torch.arange(6.0)}
+rt.dcp.save_state_dict(sd, no_dist=True, storage_writer=rt.StorageWriter(d, 'c'))
+out = {'w': torch.zeros(6)}
+rt.dcp.load_state_dict(out, no_dist=True, storage_reader=rt.StorageReader(d, 'c'))
+assert torch.equal(out['w'], sd['w'])
+print('python: saved and loaded c through the installed package, from', os.path.dirname(rocksdcp.__file__))
+" "${site}")
+  message(STATUS "install test: ${step_output}")
 endif()
