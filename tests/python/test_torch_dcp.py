@@ -355,6 +355,13 @@ def test_a_python_checkpoint_is_read_by_the_cli(tmp_path):
         expected = t.view(torch.int16) if t.dtype == torch.bfloat16 else t
         assert bytes.fromhex(got["hex"]) == expected.contiguous().numpy().tobytes(), fqn
 
+    ldb = os.environ.get("ROCKSDCP_LDB")
+    if ldb:  # RocksDB's stock tool lists the checkpoint's keys.
+        scan = subprocess.run([ldb, "--db=" + str(path), "--column_family=py", "scan",
+                               "--no_value"], check=True, capture_output=True, text=True)
+        keys = scan.stdout.split()
+        assert "__metadata__" in keys and "layer.bias@0#00000000" in keys, keys
+
     npy = tmp_path / "bias.npy"
     subprocess.run([cli, "dump", str(path), "py", "layer.bias", "--npy", str(npy)], check=True,
                    capture_output=True)
