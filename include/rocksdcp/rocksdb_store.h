@@ -33,6 +33,11 @@
 // (Corruption naming the file); opened read-only it loads every other
 // checkpoint, and Verify finds the damaged one.
 //
+// Info log: a read-write Store keeps RocksDB's messages in <store>/LOG,
+// at most 4 MiB (then LOG.old, at most one); a line that can't be written
+// (a full disk) is dropped, never an error. A read-only Store writes
+// nothing into the store, its log included.
+//
 // REQUIRES: a Store outlives every writer and reader made from it.
 
 #ifndef ROCKSDCP_ROCKSDB_STORE_H_

@@ -7,6 +7,7 @@
 #include "rocksdb/reader.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
+#include "rocksdb/store_log.h"
 #include "rocksdb/writer.h"
 #include "util/text.h"
 
@@ -179,6 +180,11 @@ Status StoreImpl::OpenDB() {
   // every SST file, so each small block was its own synchronous disk read).
   db_options.advise_random_on_open = false;
   db_options.use_direct_reads = options_.use_direct_reads;
+  // The store's own info log (store_log.h): no failure to log can abort,
+  // and it stays bounded; a read-only open writes nothing into the store.
+  db_options.info_log = options_.read_only
+                            ? NullStoreLog()
+                            : OpenStoreLog(path_, kStoreLogMaxBytes);
   // With paranoid_checks (RocksDB's default) Open opens every SST file and
   // refuses the whole store if one is truncated, missing or has a damaged
   // footer: one bad checkpoint would make every other one unreachable. A

@@ -7,6 +7,9 @@
 //       saves the state dict ExampleStateDict(SEED) as ID (overwrite on) and
 //       _exits at STAGE: before_finish, after_create_cf, after_ingest,
 //       after_write, or never.
+//   rocksdcp_test_child save-mib STORE ID MIB
+//       saves MIB MiB of RandomTensor(uint8, seed 7) as ID; exits 0 when
+//       it committed, 3 (printing the Status) when a call failed.
 
 #include <unistd.h>
 
@@ -75,12 +78,29 @@ int SaveAndDie(const std::string& path, const std::string& id, uint64_t seed,
   return stage == "never" ? 0 : 4;  // The stage was never reached.
 }
 
+int SaveMib(const std::string& path, const std::string& id, int64_t mib) {
+  Status s = [&]() -> Status {
+    ROCKSDCP_ASSIGN_OR_RETURN(auto store, Store::Open(path));
+    ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store->NewWriter());
+    OwnedTensor data = RandomTensor(DType::kUInt8, {mib << 20}, 7);
+    SaveOptions so;
+    so.checkpoint_id = id;
+    return Save({{"data", data.view}}, *writer, so).status();
+  }();
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "%s\n", s.ToString().c_str());
+  return 3;
+}
+
 }  // namespace
 }  // namespace rocksdcp::testing
 
 int main(int argc, char** argv) {
   using namespace rocksdcp::testing;
   if (argc == 3 && std::strcmp(argv[1], "hold") == 0) return Hold(argv[2]);
+  if (argc == 5 && std::strcmp(argv[1], "save-mib") == 0) {
+    return SaveMib(argv[2], argv[3], std::stoll(argv[4]));
+  }
   if (argc == 6 && std::strcmp(argv[1], "save") == 0) {
     return SaveAndDie(argv[2], argv[3], std::stoull(argv[4]), argv[5]);
   }
