@@ -21,10 +21,26 @@ namespace {
 
 constexpr char kStagingDirName[] = "staging";
 
-bool IsLockError(const rocksdb::Status& s) {
+// Who holds the store's LOCK file, as RocksDB's failed open says. Only
+// these two are Busy; any other failure around the LOCK file (it can't be
+// opened: permissions, a read-only filesystem) is that failure.
+enum class LockHolder { kNone, kThisProcess, kAnotherProcess };
+
+LockHolder LockHolderOf(const rocksdb::Status& s, const std::string& dir) {
+  if (!s.IsIOError()) return LockHolder::kNone;
   const std::string msg = s.ToString();
-  return s.IsIOError() && (msg.find("LOCK") != std::string::npos ||
-                           msg.find("lock") != std::string::npos);
+  // PosixFileSystem::LockFile: the process's own lock table, then fcntl.
+  if (msg.find("lock hold by current process") != std::string::npos) {
+    return LockHolder::kThisProcess;
+  }
+  // fcntl(F_SETLK) fails with EAGAIN or EACCES when another process holds
+  // a conflicting lock.
+  if (msg.find("While lock file: " + dir + "/LOCK") != std::string::npos &&
+      (msg.find("Resource temporarily unavailable") != std::string::npos ||
+       msg.find("Permission denied") != std::string::npos)) {
+    return LockHolder::kAnotherProcess;
+  }
+  return LockHolder::kNone;
 }
 
 }  // namespace
@@ -221,9 +237,9 @@ Status StoreImpl::OpenDB() {
                                          &handles, &raw)
           : rocksdb::DB::Open(db_options, path_, descriptors, &handles, &raw);
   if (!s.ok()) {
-    if (IsLockError(s)) {
-      const bool same_process =
-          s.ToString().find("current process") != std::string::npos;
+    if (const LockHolder holder = LockHolderOf(s, path_);
+        holder != LockHolder::kNone) {
+      const bool same_process = holder == LockHolder::kThisProcess;
       return Status::Busy(
           where +
           (same_process ? " is already open read-write in this process"

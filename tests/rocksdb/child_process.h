@@ -15,6 +15,15 @@ namespace rocksdcp::testing {
 // exit normally).
 int RunChild(const std::vector<std::string>& args);
 
+// Runs the test child with `args` as user `uid` (-1: this process's user),
+// and returns its exit code (-1 if it did not exit normally) and what it
+// printed on stdout.
+struct ChildOutput {
+  int exit_code = -1;
+  std::string out;
+};
+ChildOutput RunChildAs(int uid, const std::vector<std::string>& args);
+
 // A child process holding a store open read-write until destroyed.
 class LockHolder {
  public:

@@ -7,6 +7,9 @@
 //       saves the state dict ExampleStateDict(SEED) as ID (overwrite on) and
 //       _exits at STAGE: before_finish, after_create_cf, after_ingest,
 //       after_write, or never.
+//   rocksdcp_test_child open STORE rw|ro
+//       opens STORE read-write or read-only and lists it; prints "OK" and
+//       the ids, or the Status, and exits 0 or 3.
 //   rocksdcp_test_child save-mib STORE ID MIB
 //       saves MIB MiB of RandomTensor(uint8, seed 7) as ID; exits 0 when
 //       it committed, 3 (printing the Status) when a call failed.
@@ -78,6 +81,23 @@ int SaveAndDie(const std::string& path, const std::string& id, uint64_t seed,
   return stage == "never" ? 0 : 4;  // The stage was never reached.
 }
 
+int OpenAndList(const std::string& path, const std::string& mode) {
+  StoreOptions options;
+  options.read_only = mode == "ro";
+  options.create_if_missing = false;
+  auto store = Store::Open(path, options);
+  Result<std::vector<CheckpointInfo>> list =
+      store.ok() ? (*store)->List() : Result<std::vector<CheckpointInfo>>(store.status());
+  if (!list.ok()) {
+    std::printf("%s\n", list.status().ToString().c_str());
+    return 3;
+  }
+  std::printf("OK");
+  for (const CheckpointInfo& c : *list) std::printf(" %s", c.id.c_str());
+  std::printf("\n");
+  return 0;
+}
+
 int SaveMib(const std::string& path, const std::string& id, int64_t mib) {
   Status s = [&]() -> Status {
     ROCKSDCP_ASSIGN_OR_RETURN(auto store, Store::Open(path));
@@ -98,6 +118,9 @@ int SaveMib(const std::string& path, const std::string& id, int64_t mib) {
 int main(int argc, char** argv) {
   using namespace rocksdcp::testing;
   if (argc == 3 && std::strcmp(argv[1], "hold") == 0) return Hold(argv[2]);
+  if (argc == 4 && std::strcmp(argv[1], "open") == 0) {
+    return OpenAndList(argv[2], argv[3]);
+  }
   if (argc == 5 && std::strcmp(argv[1], "save-mib") == 0) {
     return SaveMib(argv[2], argv[3], std::stoll(argv[4]));
   }
