@@ -3,9 +3,11 @@
 
 #include "rocksdb/store_staging.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
+#include "format/checksum.h"
 #include "keys/keys.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
@@ -17,8 +19,13 @@ namespace fs = std::filesystem;
 namespace {
 
 // The id as one path component: escaped as keys are, plus '/' and '.', so
-// that the '.' before the save id is the only one.
+// that the '.' before the save id is the only one. Escaping triples every
+// byte outside printable ASCII, so a valid 128-byte id in another script
+// (42 CJK characters, 32 emoji) would pass the 255-byte limit of a file
+// name: a long escaped id keeps its first kMaxIdChars characters and ends
+// in '~' and the XXH3 of the whole id, which stays one id's name.
 std::string FileSafeId(std::string_view id) {
+  constexpr size_t kMaxIdChars = 64;
   std::string out;
   for (char c : keys::EscapeFqn(id)) {
     if (c == '/') {
@@ -29,7 +36,15 @@ std::string FileSafeId(std::string_view id) {
       out += c;
     }
   }
-  return out;
+  if (out.size() <= kMaxIdChars + 17) return out;
+  size_t keep = kMaxIdChars;
+  // Never cut an escape "%XX" in two.
+  if (out[keep - 1] == '%') keep -= 1;
+  if (out[keep - 2] == '%') keep -= 2;
+  char hash[17];
+  std::snprintf(hash, sizeof(hash), "%016llx",
+                static_cast<unsigned long long>(format::Xxh3(id)));
+  return out.substr(0, keep) + "~" + hash;
 }
 
 // Whether `path` is a directory; nullopt if it does not exist, which is no

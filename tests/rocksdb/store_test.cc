@@ -89,6 +89,35 @@ TEST_F(StoreTest, KeepLastDeletesAllButTheNewestByCreatedTime) {
                        HasSubstr("having deleted none")));
 }
 
+TEST_F(StoreTest, IdsAtTheLimitSaveInEveryScript) {
+  // 128 bytes each, or as close as the script's characters allow.
+  std::string ascii(128, 'a'), latin, cjk, emoji;
+  while (latin.size() + 2 <= 128) latin += "\xc3\xa9";     // é
+  while (cjk.size() + 3 <= 128) cjk += "\xe6\xa3\x80";    // 检
+  while (emoji.size() + 4 <= 128) emoji += "\xf0\x9f\x98\x80";  // 😀
+  const std::string mixed = "step/./..%#@" + cjk.substr(0, 116);
+  ExampleState state = ExampleStateDict(2);
+  for (const std::string& id : {ascii, latin, cjk, emoji, mixed}) {
+    SCOPED_TRACE(id);
+    ASSERT_OK(RocksDBStorageWriter::ValidateCheckpointId(id));
+    ASSERT_OK(SaveDict(state.dict, id));
+    ExampleState into = EmptyExampleStateDict();
+    ASSERT_OK(LoadDict(&into.dict, id));
+    EXPECT_TRUE(IsExampleState(into, 2));
+    ASSERT_OK_AND_ASSIGN(CheckpointInfo info, store_->Info(id));
+    EXPECT_EQ(info.id, id);
+  }
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  EXPECT_EQ(list.size(), 5u);
+  ASSERT_OK(store_->Delete(cjk));
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage());
+  EXPECT_TRUE(gc.deleted_staging_files.empty());
+  CloseStore();
+  OpenStore();
+  ASSERT_OK_AND_ASSIGN(list, store_->List());
+  EXPECT_EQ(list.size(), 4u);
+}
+
 TEST_F(StoreTest, CheckpointsSurviveReopen) {
   ExampleState a = ExampleStateDict(7);
   ASSERT_OK(SaveDict(a.dict, "kept"));
