@@ -1,9 +1,14 @@
+#include <rocksdb/file_system.h>
 #include <rocksdb/table.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <system_error>
 
+#include "format/catalog_codec.h"
+#include "keys/keys.h"
 #include "rocksdb/reader.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
@@ -20,6 +25,43 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kStagingDirName[] = "staging";
+
+// How often a read-only open lists and opens again when a writer in another
+// process changed the store under it (see OpenDB).
+constexpr int kReadOnlyOpenAttempts = 32;
+
+// True if a committed checkpoint of the freshly opened `db` shows no piece:
+// its catalog entry and metadata (one WAL write) arrived without its
+// ingested files (a MANIFEST change), which a read-only open beside a
+// writer can see. A catalog entry that can't be decoded is left to the
+// calls that read it.
+bool ViewIsTorn(rocksdb::DB* db,
+                const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+  std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
+  rocksdb::ColumnFamilyHandle* catalog = nullptr;
+  for (rocksdb::ColumnFamilyHandle* h : handles) {
+    by_name[h->GetName()] = h;
+    if (h->GetName() == rocksdb::kDefaultColumnFamilyName) catalog = h;
+  }
+  if (catalog == nullptr) return false;
+  const std::string prefix(keys::kCatalogPrefix);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db->NewIterator(rocksdb::ReadOptions(), catalog));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    auto entry = format::DecodeCatalogEntry(
+        std::string_view(it->value().data(), it->value().size()));
+    if (!entry.ok() || entry->items == 0) continue;
+    auto cf = by_name.find(entry->column_family);
+    if (cf == by_name.end()) continue;
+    std::unique_ptr<rocksdb::Iterator> keys(
+        db->NewIterator(rocksdb::ReadOptions(), cf->second));
+    keys->SeekToFirst();
+    while (keys->Valid() && keys->key() == keys::kMetadataKey) keys->Next();
+    if (keys->status().ok() && !keys->Valid()) return true;
+  }
+  return false;
+}
 
 // Who holds the store's LOCK file, as RocksDB's failed open says. Only
 // these two are Busy; any other failure around the LOCK file (it can't be
@@ -209,33 +251,76 @@ Status StoreImpl::OpenDB() {
   // opens keep the checks, which also stop writes after a write error.
   if (options_.read_only) db_options.paranoid_checks = false;
 
-  std::vector<std::string> names;
-  if (exists) {
-    rocksdb::Status s =
-        rocksdb::DB::ListColumnFamilies(db_options, path_, &names);
-    if (!s.ok()) return FromRocksDB(s, "cannot list column families of " + where);
-  } else {
-    names.push_back(rocksdb::kDefaultColumnFamilyName);
-  }
 
   const rocksdb::Options cf_options =
       CheckpointColumnFamilyOptions(block_cache_);
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const std::string& name : names) {
-    if (name == rocksdb::kDefaultColumnFamilyName) {
-      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    } else {
-      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(cf_options));
-    }
-  }
-
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s =
-      options_.read_only
-          ? rocksdb::DB::OpenForReadOnly(db_options, path_, descriptors,
-                                         &handles, &raw)
-          : rocksdb::DB::Open(db_options, path_, descriptors, &handles, &raw);
+  rocksdb::Status s;
+  // A read-only open runs beside a writer in another process, and sees the
+  // store torn when the writer changes it meanwhile:
+  //   - the writer drops a column family between the listing and the open:
+  //     RocksDB fails with "Column family not found", and the open goes on
+  //     without it (a read-only open may leave column families out);
+  //   - RocksDB reads the MANIFEST (the files of each column family), then
+  //     the WAL: a save that ingests its files (a MANIFEST change) and then
+  //     commits (a WAL write) between the two shows its catalog entry and
+  //     metadata without its pieces (ViewIsTorn): open again.
+  // A read that still finds a piece missing asks the store as it is on
+  // disk now what happened (RocksDBStorageReaderImpl::ReadData).
+  // Column families a read-only open found listed but could not open: it
+  // opens without them (a read-only open may leave column families out).
+  std::set<std::string> unopenable;
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::string> names;
+    if (exists) {
+      s = rocksdb::DB::ListColumnFamilies(db_options, path_, &names);
+      if (!s.ok()) {
+        return FromRocksDB(s, "cannot list column families of " + where);
+      }
+    } else {
+      names.push_back(rocksdb::kDefaultColumnFamilyName);
+    }
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const std::string& name : names) {
+      if (unopenable.count(name) > 0) continue;
+      if (name == rocksdb::kDefaultColumnFamilyName) {
+        descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+      } else {
+        descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(cf_options));
+      }
+    }
+    handles.clear();
+    s = options_.read_only
+            ? rocksdb::DB::OpenForReadOnly(db_options, path_, descriptors,
+                                           &handles, &raw)
+            : rocksdb::DB::Open(db_options, path_, descriptors, &handles, &raw);
+    if (!options_.read_only || attempt == kReadOnlyOpenAttempts - 1) break;
+    constexpr std::string_view kNotFound = "Column family not found: ";
+    const std::string error = s.ToString();
+    const size_t at = error.find(kNotFound);
+    const bool vanished = s.IsInvalidArgument() && at != std::string::npos;
+    if (vanished) {
+      // "Column family not found: a, b"
+      std::string list = error.substr(at + kNotFound.size());
+      for (size_t start = 0; start <= list.size();) {
+        size_t end = list.find(", ", start);
+        if (end == std::string::npos) end = list.size();
+        unopenable.insert(list.substr(start, end - start));
+        start = end + 2;
+      }
+    }
+    const bool changed = s.ok() && ViewIsTorn(raw, handles);
+    if (!vanished && !changed) break;
+    if (s.ok()) {
+      for (rocksdb::ColumnFamilyHandle* h : handles) {
+        raw->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+      }
+      raw->Close().PermitUncheckedError();
+      delete raw;
+      raw = nullptr;
+    }
+  }
   if (!s.ok()) {
     if (const LockHolder holder = LockHolderOf(s, path_);
         holder != LockHolder::kNone) {

@@ -67,13 +67,21 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
                                keys::CatalogKey(id), &value);
   if (s.IsNotFound()) {
-    const bool begun = cfs_.count(id) > 0 || saving_ids_.count(id) > 0 ||
-                       HasStagingDirFor(id);
-    if (begun) {
+    const std::string where = "checkpoint " + Quote(id) + " in store " +
+                              Quote(path_) + " is not committed";
+    if (saving_ids_.count(id) > 0 || HasStagingDirFor(id)) {
+      return Status::NotFound(where +
+                              ": a save of it is still running, or did not "
+                              "finish; it cannot be loaded");
+    }
+    if (cfs_.count(id) > 0) {
+      // The catalog entry goes first when a checkpoint is deleted, and is
+      // written last when one is saved.
       return Status::NotFound(
-          "checkpoint " + Quote(id) + " in store " + Quote(path_) +
-          " was never committed (its save did not finish, or is still "
-          "running); it cannot be loaded");
+          where +
+          ": the catalog has no entry for it, though its column family is "
+          "still there (it was deleted, or its save never finished; garbage "
+          "collection drops it); it cannot be loaded");
     }
     return Status::NotFound("checkpoint " + Quote(id) +
                             " not found in store " + Quote(path_));
@@ -87,6 +95,14 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
                                      ": catalog entry");
   }
   auto it = cfs_.find(info->column_family);
+  if (it == cfs_.end() && options_.read_only) {
+    // A read-only open beside a writer that was creating or dropping the
+    // column family just then opens without it.
+    return Status::NotFound(
+        "checkpoint " + Quote(id) + " in store " + Quote(path_) +
+        " changed while this read-only store opened (another process was "
+        "saving or deleting it); open the store again to load it");
+  }
   if (it == cfs_.end()) {
     return Status::Corruption("checkpoint " + Quote(id) +
                               ": catalog names column family " +
@@ -94,6 +110,24 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
                               ", which the store does not have");
   }
   return CommittedCheckpoint{std::move(info).value(), it->second};
+}
+
+Result<StoreImpl::OnDiskNow> StoreImpl::CheckpointOnDiskNow(
+    const std::string& id) const {
+  StoreOptions options;
+  options.read_only = true;
+  options.create_if_missing = false;
+  ROCKSDCP_ASSIGN_OR_RETURN(auto now, StoreImpl::Open(path_, options, fs_));
+  Result<CheckpointInfo> info = now->Info(id);
+  if (!info.ok()) {
+    if (info.status().IsNotFound()) return OnDiskNow::kGone;
+    return info.status();
+  }
+  VerifyOptions verify;
+  verify.checkpoint_ids = {id};
+  verify.max_problems = 0;
+  ROCKSDCP_ASSIGN_OR_RETURN(VerifyReport report, now->Verify(verify));
+  return report.ok() ? OnDiskNow::kIntact : OnDiskNow::kDamaged;
 }
 
 }  // namespace rocksdcp

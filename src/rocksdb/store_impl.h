@@ -90,6 +90,13 @@ class StoreImpl final : public Store {
   // follower.
   BlockBufferPool* block_buffer_pool() const { return block_pool_.get(); }
   bool read_only() const { return options_.read_only; }
+
+  // What checkpoint `id` is in the store as it is on disk now, which a
+  // read-only Store, whose view is the store when it opened, can't tell by
+  // itself: opens the store read-only again to look (and, for a committed
+  // checkpoint, verifies it). For error messages only.
+  enum class OnDiskNow { kGone, kIntact, kDamaged };
+  Result<OnDiskNow> CheckpointOnDiskNow(const std::string& id) const;
   bool follower() const { return options_.follower; }
   // FailedPrecondition naming `what` when there is no DB (a follower).
   Status NeedDB(std::string_view what) const;

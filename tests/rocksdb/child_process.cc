@@ -54,6 +54,35 @@ ChildOutput RunChildAs(int uid, const std::vector<std::string>& args) {
   return result;
 }
 
+BackgroundChild::BackgroundChild(const std::vector<std::string>& args) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    std::vector<char*> argv;
+    std::string bin = ROCKSDCP_TEST_CHILD;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+}
+
+bool BackgroundChild::Exited() {
+  if (pid_ < 0) return true;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  pid_ = -1;
+  return true;
+}
+
+BackgroundChild::~BackgroundChild() {
+  if (pid_ < 0) return;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+}
+
 LockHolder::LockHolder(const std::string& store) {
   int to_child[2], from_child[2];
   EXPECT_EQ(pipe(to_child), 0);

@@ -24,6 +24,23 @@ struct ChildOutput {
 };
 ChildOutput RunChildAs(int uid, const std::vector<std::string>& args);
 
+// The test child with `args`, running beside the test until it exits.
+class BackgroundChild {
+ public:
+  explicit BackgroundChild(const std::vector<std::string>& args);
+  ~BackgroundChild();  // Waits for it.
+  BackgroundChild(const BackgroundChild&) = delete;
+  BackgroundChild& operator=(const BackgroundChild&) = delete;
+
+  // True once it has exited (without blocking); its exit code then.
+  bool Exited();
+  int exit_code() const { return exit_code_; }
+
+ private:
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+};
+
 // A child process holding a store open read-write until destroyed.
 class LockHolder {
  public:

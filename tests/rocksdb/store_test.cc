@@ -186,7 +186,7 @@ TEST_P(CrashTest, InterruptedFirstSaveIsInvisible) {
     EXPECT_THAT(LoadDict(&into.dict, "ck"),
                 StatusIs(StatusCode::kNotFound,
                          HasSubstr("'ck' in store '" + store_path() +
-                                   "' was never committed")));
+                                   "' is not committed")));
   }
   ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage());
   if (stage == "after_create_cf" || stage == "after_ingest") {

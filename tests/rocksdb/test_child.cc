@@ -10,6 +10,10 @@
 //   rocksdcp_test_child open STORE rw|ro
 //       opens STORE read-write or read-only and lists it; prints "OK" and
 //       the ids, or the Status, and exits 0 or 3.
+//   rocksdcp_test_child churn STORE N
+//       saves checkpoints c0 .. c<N-1> (ExampleStateDict(i % 7 + 1)),
+//       keeping the newest 2 after each and collecting garbage every 4th:
+//       commits and deletes for the readers of another process to race.
 //   rocksdcp_test_child save-mib STORE ID MIB
 //       saves MIB MiB of RandomTensor(uint8, seed 7) as ID; exits 0 when
 //       it committed, 3 (printing the Status) when a call failed.
@@ -98,6 +102,25 @@ int OpenAndList(const std::string& path, const std::string& mode) {
   return 0;
 }
 
+int Churn(const std::string& path, int n) {
+  Status s = [&]() -> Status {
+    ROCKSDCP_ASSIGN_OR_RETURN(auto store, Store::Open(path));
+    for (int i = 0; i < n; ++i) {
+      ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store->NewWriter());
+      ExampleState state = ExampleStateDict(i % 7 + 1);
+      SaveOptions so;
+      so.checkpoint_id = "c" + std::to_string(i);
+      ROCKSDCP_RETURN_IF_ERROR(Save(state.dict, *writer, so).status());
+      ROCKSDCP_RETURN_IF_ERROR(store->KeepLast(2).status());
+      if (i % 4 == 3) ROCKSDCP_RETURN_IF_ERROR(store->CollectGarbage().status());
+    }
+    return Status::OK();
+  }();
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "%s\n", s.ToString().c_str());
+  return 3;
+}
+
 int SaveMib(const std::string& path, const std::string& id, int64_t mib) {
   Status s = [&]() -> Status {
     ROCKSDCP_ASSIGN_OR_RETURN(auto store, Store::Open(path));
@@ -118,6 +141,9 @@ int SaveMib(const std::string& path, const std::string& id, int64_t mib) {
 int main(int argc, char** argv) {
   using namespace rocksdcp::testing;
   if (argc == 3 && std::strcmp(argv[1], "hold") == 0) return Hold(argv[2]);
+  if (argc == 4 && std::strcmp(argv[1], "churn") == 0) {
+    return Churn(argv[2], std::stoi(argv[3]));
+  }
   if (argc == 4 && std::strcmp(argv[1], "open") == 0) {
     return OpenAndList(argv[2], argv[3]);
   }
