@@ -130,4 +130,40 @@ Result<StoreImpl::OnDiskNow> StoreImpl::CheckpointOnDiskNow(
   return report.ok() ? OnDiskNow::kIntact : OnDiskNow::kDamaged;
 }
 
+Result<std::vector<std::string>> StoreImpl::IdsNamingColumnFamily(
+    const std::string& cf) const {
+  std::vector<std::string> ids;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), default_cf_));
+  const std::string prefix(keys::kCatalogPrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    auto entry = format::DecodeCatalogEntry(
+        std::string_view(it->value().data(), it->value().size()));
+    auto id = keys::ParseCatalogKey(
+        std::string_view(it->key().data(), it->key().size()));
+    if (entry.ok() && id.ok() && entry->column_family == cf) {
+      ids.push_back(std::move(id).value());
+    }
+  }
+  if (!it->status().ok()) {
+    return FromRocksDB(it->status(), "store " + Quote(path_) + ": catalog scan");
+  }
+  return ids;
+}
+
+std::string SharedColumnFamilyProblem(const std::string& id,
+                                      const std::string& cf,
+                                      const std::vector<std::string>& ids) {
+  std::string others;
+  for (const std::string& other : ids) {
+    if (other == id) continue;
+    others += (others.empty() ? "" : ", ") + Quote(other);
+  }
+  return "checkpoint " + Quote(id) + " shares its column family " + Quote(cf) +
+         " with checkpoint " + others +
+         ": the catalog is damaged (each checkpoint has a column family of "
+         "its own)";
+}
+
 }  // namespace rocksdcp

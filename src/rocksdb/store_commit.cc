@@ -240,6 +240,18 @@ Status StoreImpl::Delete(std::string_view id_view) {
   }
   if (!s.ok()) return FromRocksDB(s, "delete of checkpoint " + Quote(id));
   auto info = format::DecodeCatalogEntry(value);
+  if (info.ok()) {
+    // Dropping the column family of an entry another one names too would
+    // destroy that checkpoint: only a damaged catalog has such entries.
+    ROCKSDCP_ASSIGN_OR_RETURN(std::vector<std::string> sharing,
+                              IdsNamingColumnFamily(info->column_family));
+    if (sharing.size() > 1) {
+      return Status::Corruption(
+          "delete of checkpoint " + Quote(id) + " in store " + Quote(path_) +
+          ": " + SharedColumnFamilyProblem(id, info->column_family, sharing) +
+          "; deleting it would destroy the other, so nothing was deleted");
+    }
+  }
   rocksdb::WriteOptions wo;
   wo.sync = true;
   // The catalog entry goes first: once it is gone the checkpoint does not

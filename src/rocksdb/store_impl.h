@@ -91,6 +91,11 @@ class StoreImpl final : public Store {
   BlockBufferPool* block_buffer_pool() const { return block_pool_.get(); }
   bool read_only() const { return options_.read_only; }
 
+  // The ids whose catalog entries name column family `cf`: one, unless the
+  // catalog is damaged (entries that don't decode are left out).
+  Result<std::vector<std::string>> IdsNamingColumnFamily(
+      const std::string& cf) const;
+
   // What checkpoint `id` is in the store as it is on disk now, which a
   // read-only Store, whose view is the store when it opened, can't tell by
   // itself: opens the store read-only again to look (and, for a committed
@@ -203,6 +208,13 @@ class StoreImpl final : public Store {
   Status stopped_;
   std::function<void(std::string_view)> commit_hook_;
 };
+
+// "checkpoint 'a' shares its column family 'x' with checkpoint 'b': the
+// catalog is damaged ...": `ids` are IdsNamingColumnFamily(cf), `id` among
+// them.
+std::string SharedColumnFamilyProblem(const std::string& id,
+                                      const std::string& cf,
+                                      const std::vector<std::string>& ids);
 
 }  // namespace rocksdcp
 

@@ -83,6 +83,14 @@ class StoreVerifier {
         Problem(std::nullopt, std::nullopt, t.lookup);
         continue;
       }
+      const std::string& cf = t.checkpoint->info.column_family;
+      ROCKSDCP_ASSIGN_OR_RETURN(std::vector<std::string> sharing,
+                                store_->IdsNamingColumnFamily(cf));
+      if (sharing.size() > 1) {
+        Problem(std::nullopt, std::nullopt,
+                Status::Corruption(Where() + ": " +
+                                   SharedColumnFamilyProblem(t.id, cf, sharing)));
+      }
       ROCKSDCP_RETURN_IF_ERROR(VerifyCheckpoint(*t.checkpoint));
     }
     value_.Reset();

@@ -507,6 +507,49 @@ TEST_F(CorruptionTest, CatalogEntryNamingAMissingColumnFamilyIsFound) {
   ExpectCheckpointProblem("column family 'gone'", 0);
 }
 
+// Two ids that name one column family: only a damaged (or forged) catalog
+// has them. Verify names both; deleting one would drop the column family
+// under the other, so it is refused and nothing changes.
+TEST_F(CorruptionTest, AliasedCatalogEntriesAreFoundAndNotDeleted) {
+  {
+    RawStore raw(store_path());
+    auto entry = format::DecodeCatalogEntry(
+        raw.Get(rocksdb::kDefaultColumnFamilyName, keys::CatalogKey(kVictim)));
+    ASSERT_OK(entry);
+    entry->id = "alias";
+    raw.Put(rocksdb::kDefaultColumnFamilyName, keys::CatalogKey("alias"),
+            format::EncodeCatalogEntry(*entry));
+  }
+  OpenStore();
+  ASSERT_OK_AND_ASSIGN(VerifyReport report, store_->Verify());
+  int aliased = 0;
+  for (const CheckpointVerifyReport& c : report.checkpoints) {
+    if (c.checkpoint_id != kVictim && c.checkpoint_id != "alias") {
+      EXPECT_TRUE(c.ok()) << c.checkpoint_id;
+      continue;
+    }
+    ASSERT_FALSE(c.problems.empty()) << c.checkpoint_id;
+    EXPECT_THAT(c.problems[0].status,
+                StatusIs(StatusCode::kCorruption,
+                         HasSubstr("shares its column family '" + std::string(kVictim) +
+                                   "' with checkpoint")));
+    ++aliased;
+  }
+  EXPECT_EQ(aliased, 2);
+  EXPECT_THAT(store_->Delete("alias"),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("shares its column family"),
+                             HasSubstr("nothing was deleted"))));
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  EXPECT_EQ(list.size(), 4u);  // Nothing was deleted.
+  for (const auto& [id, seed] :
+       {std::pair<std::string, uint64_t>{"before", 1}, {"after", 3}}) {
+    ExampleState into = EmptyExampleStateDict();
+    ASSERT_OK(LoadDict(&into.dict, id));
+    EXPECT_TRUE(IsExampleState(into, seed)) << id;
+  }
+}
+
 // A catalog key no save could have written: a finding of Verify, which
 // goes on to check the real checkpoints.
 TEST_F(CorruptionTest, CatalogKeyWithAnInvalidIdIsFound) {
