@@ -247,6 +247,7 @@ py::dict InfoDict(const CheckpointInfo& c) {
   d["items"] = c.items;
   d["world_size"] = c.world_size;
   d["metadata_checksum"] = c.metadata_checksum;
+  d["damage"] = c.damage;
   return d;
 }
 

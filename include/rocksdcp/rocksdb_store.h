@@ -134,6 +134,12 @@ struct CheckpointInfo {
   int32_t world_size = 0;
   // XXH3-64 of the encoded metadata value, checked on every read of it.
   uint64_t metadata_checksum = 0;
+  // Empty for a sound catalog entry. For one that can't be read (its value
+  // does not decode, or names another id), what is wrong with it: then
+  // only `id`, from the entry's key, is set, and the checkpoint can't be
+  // loaded. List reports such entries beside the sound ones rather than
+  // fail; Verify says the same of them.
+  std::string damage;
 };
 
 // What CollectGarbage removed (or, in a dry run, would remove).
@@ -428,7 +434,8 @@ class Store {
 
   virtual const std::string& path() const = 0;
 
-  // Committed checkpoints, oldest first.
+  // Committed checkpoints, oldest first; a damaged catalog entry is listed
+  // too, first, with CheckpointInfo::damage saying what is wrong.
   virtual Result<std::vector<CheckpointInfo>> List() = 0;
 
   // NotFound if `id` is not committed.
@@ -443,13 +450,16 @@ class Store {
   // Retention: deletes every committed checkpoint but the newest `n`, by
   // created time (of two created in the same microsecond, the greater id
   // counts as newer), oldest first, each as Delete does. A failed delete
-  // stops it; the error names the ones deleted before it.
+  // stops it; the error names the ones deleted before it. Damaged catalog
+  // entries (CheckpointInfo::damage) are neither counted nor deleted.
   // REQUIRES: not read-only.
   Result<RetentionReport> KeepLast(uint64_t n);
 
   // Drops column families that no committed catalog entry names (left by
   // saves that never finished) and deletes staging files of writers that
-  // are no longer running. With `dry_run`, only reports.
+  // are no longer running. With `dry_run`, only reports. Refuses
+  // (Corruption) while a catalog entry is damaged: the column family it
+  // named can't be told from garbage.
   // REQUIRES: not read-only.
   virtual Result<GcReport> CollectGarbage(bool dry_run = false) = 0;
 

@@ -57,6 +57,9 @@ class CheckpointInfo:
     world_size: int
     #: XXH3-64 of its encoded metadata.
     metadata_checksum: int
+    #: Empty for a sound catalog entry; for a damaged one, what is wrong
+    #: (only ``id`` is set then, and the checkpoint can't be loaded).
+    damage: str = ""
 
 
 class Store:
@@ -109,7 +112,9 @@ class Store:
             self._native.path if not self.closed else "?", state)
 
     def list(self):
-        """The committed checkpoints, oldest first, as ``CheckpointInfo``."""
+        """The committed checkpoints, oldest first, as ``CheckpointInfo``; a
+        damaged catalog entry comes first, its ``damage`` saying what is
+        wrong."""
         return [CheckpointInfo(**c) for c in self._native.list()]
 
     def info(self, checkpoint_id):

@@ -132,6 +132,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
 
 Result<RetentionReport> Store::KeepLast(uint64_t n) {
   ROCKSDCP_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> list, List());
+  std::erase_if(list, [](const CheckpointInfo& c) { return !c.damage.empty(); });
   // Newest first.
   std::stable_sort(list.begin(), list.end(),
                    [](const CheckpointInfo& x, const CheckpointInfo& y) {

@@ -21,19 +21,21 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
     const std::string key = it->key().ToString();
+    auto id = keys::ParseCatalogKey(key);
+    if (!id.ok()) continue;  // No save writes such a key: Verify's to say.
     auto entry = format::DecodeCatalogEntry(
         std::string_view(it->value().data(), it->value().size()));
+    CheckpointInfo info;
     if (!entry.ok()) {
-      return entry.status().WithContext("store " + Quote(path_) +
-                                        ": catalog entry " + Quote(key));
+      info.damage = "catalog entry " + Quote(key) + ": " + entry.status().message();
+    } else if (entry->id != *id) {
+      info.damage = "catalog entry " + Quote(key) + " names checkpoint " +
+                    Quote(entry->id);
+    } else {
+      info = std::move(entry).value();
     }
-    ROCKSDCP_ASSIGN_OR_RETURN(std::string id, keys::ParseCatalogKey(key));
-    if (entry->id != id) {
-      return Status::Corruption("store " + Quote(path_) + ": catalog entry " +
-                                Quote(key) + " names checkpoint " +
-                                Quote(entry->id));
-    }
-    catalog.emplace(std::move(id), std::move(entry).value());
+    info.id = *id;
+    catalog.emplace(std::move(id).value(), std::move(info));
   }
   if (!it->status().ok()) {
     return FromRocksDB(it->status(), "store " + Quote(path_) + ": catalog scan");

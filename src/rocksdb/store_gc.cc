@@ -31,6 +31,14 @@ Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
         CheckWritableLocked("garbage collection of store " + Quote(path_)));
   }
   ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  for (const auto& [id, info] : catalog) {
+    if (!info.damage.empty()) {
+      return Status::Corruption(
+          "garbage collection of store " + Quote(path_) + ": " + info.damage +
+          "; the column family it named can't be told from garbage, so "
+          "nothing was collected (delete the entry, or verify the store)");
+    }
+  }
   GcReport report;
   std::set<std::string> live;
   for (const auto& [id, info] : catalog) live.insert(info.column_family);

@@ -491,6 +491,30 @@ TEST_F(CorruptionTest, GarbageCatalogEntryIsFound) {
   ExpectCheckpointProblem("catalog entry", 0);
 }
 
+// One bad entry does not hide the store: List shows the others, and the
+// bad one marked; retention leaves it alone, GC refuses to guess.
+TEST_F(CorruptionTest, ADamagedCatalogEntryIsListedMarkedBesideTheOthers) {
+  RawStore(store_path())
+      .Put(rocksdb::kDefaultColumnFamilyName, keys::CatalogKey(kVictim),
+           RandomBytes(64, 9));
+  OpenStore();
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].id, kVictim);
+  EXPECT_THAT(list[0].damage, HasSubstr("catalog entry 'checkpoint/victim'"));
+  EXPECT_EQ(list[1].id, "before");
+  EXPECT_EQ(list[2].id, "after");
+  EXPECT_TRUE(list[1].damage.empty() && list[2].damage.empty());
+  EXPECT_THAT(store_->CollectGarbage(),
+              StatusIs(StatusCode::kCorruption, HasSubstr("nothing was collected")));
+  ASSERT_OK_AND_ASSIGN(RetentionReport kept, store_->KeepLast(1));
+  EXPECT_THAT(kept.kept, ElementsAre("after"));
+  EXPECT_THAT(kept.deleted, ElementsAre("before"));
+  ASSERT_OK(store_->Delete(kVictim));  // The entry goes; GC takes the rest.
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage());
+  EXPECT_THAT(gc.dropped_column_families, ElementsAre(kVictim));
+}
+
 // The damage may be in the entry rather than in the metadata: Verify says
 // so and still checks every piece against the metadata, which decodes.
 TEST_F(CorruptionTest, CatalogEntryWithWrongChecksumIsFound) {
