@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/chunk_check.h"
 #include "format/checksum.h"
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
@@ -248,6 +249,7 @@ class StoreVerifier {
               std::to_string(items.size()) + " items" +
               (all_known ? " of " + std::to_string(bytes) + " bytes" : "")));
     }
+    CheckItemsAsALoadWould(*metadata);
     progress_.items_total += items.size();
     progress_.items_total -= info.items;
     progress_.bytes_total += bytes;
@@ -257,6 +259,36 @@ class StoreVerifier {
       ROCKSDCP_RETURN_IF_ERROR(VerifyItem(c, item));
     }
     return Status::OK();
+  }
+
+  // What a load checks of each item the metadata lists before it reads a
+  // piece, which the pieces' own checks can't show: a tensor's chunks must
+  // tile it (no overlap, no hole), and every chunk and byte item needs a
+  // storage entry saying where its pieces are.
+  void CheckItemsAsALoadWould(const Metadata& metadata) {
+    for (const auto& [fqn, item] : metadata.state_dict_metadata) {
+      const auto* tensor = std::get_if<TensorStorageMetadata>(&item);
+      if (tensor == nullptr) {
+        MissingStorage(metadata, MetadataIndex(fqn));
+        continue;
+      }
+      if (std::string tiling = core::ChunkTilingProblem(tensor->size, tensor->chunks);
+          !tiling.empty()) {
+        Problem(MetadataIndex(fqn), std::nullopt,
+                Status::Corruption(ItemWhere(MetadataIndex(fqn)) + ": " + tiling));
+        continue;  // Its chunks can't be told apart by offset.
+      }
+      for (const ChunkStorageMetadata& chunk : tensor->chunks) {
+        MissingStorage(metadata, MetadataIndex(fqn, chunk.offsets));
+      }
+    }
+  }
+
+  void MissingStorage(const Metadata& metadata, const MetadataIndex& index) {
+    if (metadata.storage_data.count(index) > 0) return;
+    Problem(index, std::nullopt,
+            Status::Corruption(ItemWhere(index) +
+                               ": the metadata records no storage for it"));
   }
 
   // Sets `*metadata` if the metadata value can be used to check pieces:

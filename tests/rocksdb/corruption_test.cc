@@ -483,6 +483,63 @@ TEST_F(CorruptionTest, MetadataThatDisagreesWithThePiecesIsCaught) {
   ExpectOthersLoadBitExact();
 }
 
+// Rewrites the victim's metadata with `change` applied, and its checksum in
+// the catalog to match, as a buggy or hostile writer could.
+void RewriteVictimMetadata(const std::string& store,
+                           const std::function<void(Metadata&)>& change) {
+  std::string value;
+  {
+    RawStore raw(store);
+    auto metadata = format::DecodeMetadata(raw.Get(kVictim, keys::kMetadataKey));
+    ASSERT_OK(metadata);
+    change(*metadata);
+    value = format::EncodeMetadata(*metadata);
+    raw.Put(kVictim, keys::kMetadataKey, value);
+  }
+  EditCatalogEntry(store, [&](CheckpointInfo& e) {
+    e.metadata_checksum = format::Xxh3(value);
+  });
+}
+
+// Whatever a load refuses before it reads a piece, Verify reports too,
+// naming the item: here chunks that overlap.
+TEST_F(CorruptionTest, OverlappingChunksFailVerifyAsTheyFailALoad) {
+  RewriteVictimMetadata(store_path(), [](Metadata& md) {
+    auto& bias = std::get<TensorStorageMetadata>(md.state_dict_metadata.at("bias"));
+    bias.chunks = {{{0}, {60}}, {{40}, {60}}};
+  });
+  OpenStore();
+  ExpectVictimLoadFailsWithoutWrongBytes("'bias'");
+  ASSERT_OK_AND_ASSIGN(CheckpointVerifyReport report, VerifyOne(kVictim));
+  ASSERT_FALSE(report.ok());
+  bool named = false;
+  for (const DamagedItem& d : report.damaged_items) {
+    if (d.fqn == "bias") {
+      named = true;
+      EXPECT_THAT(d.first_problem,
+                  StatusIs(StatusCode::kCorruption, HasSubstr("overlap")));
+    }
+  }
+  EXPECT_TRUE(named);
+  ExpectOthersLoadBitExact();
+}
+
+// ...and a chunk the metadata lists with no storage entry.
+TEST_F(CorruptionTest, AChunkWithoutStorageFailsVerifyAsItFailsALoad) {
+  RewriteVictimMetadata(store_path(), [](Metadata& md) {
+    md.storage_data.erase(MetadataIndex("bias", {0}));
+  });
+  OpenStore();
+  ExpectVictimLoadFailsWithoutWrongBytes("'bias");
+  ASSERT_OK_AND_ASSIGN(CheckpointVerifyReport report, VerifyOne(kVictim));
+  ASSERT_EQ(report.damaged_items.size(), 1u);
+  EXPECT_EQ(report.damaged_items[0].fqn, "bias");
+  EXPECT_THAT(report.damaged_items[0].first_problem,
+              StatusIs(StatusCode::kCorruption,
+                       HasSubstr("the metadata records no storage for it")));
+  ExpectOthersLoadBitExact();
+}
+
 TEST_F(CorruptionTest, GarbageCatalogEntryIsFound) {
   RawStore(store_path())
       .Put(rocksdb::kDefaultColumnFamilyName, keys::CatalogKey(kVictim),
