@@ -50,7 +50,8 @@ std::string Payload(size_t n, uint32_t seed) {
 std::string Piece(const format::PieceHeader& h, uint32_t seed) {
   const std::string payload = Payload(static_cast<size_t>(h.byte_length), seed);
   format::PieceEncoder encoder;
-  return std::string(encoder.Encode(h, [&payload](uint8_t* out) {
+  // The piece fuzzer decodes every input under this key.
+  return std::string(encoder.Encode(h, "fuzz#00000000", [&payload](uint8_t* out) {
     if (!payload.empty()) std::memcpy(out, payload.data(), payload.size());
   }));
 }

@@ -11,6 +11,8 @@
 namespace rocksdcp::format {
 
 uint64_t Xxh3(const void* data, size_t size);
+// XXH3-64 with `seed`: what binds a piece's checksum to its key.
+uint64_t Xxh3(const void* data, size_t size, uint64_t seed);
 inline uint64_t Xxh3(std::string_view bytes) {
   return Xxh3(bytes.data(), bytes.size());
 }

@@ -63,7 +63,8 @@ PieceEncoder::PieceEncoder() : rep_(std::make_unique<Rep>()) {}
 PieceEncoder::~PieceEncoder() = default;
 
 std::string_view PieceEncoder::Encode(
-    const PieceHeader& header, const std::function<void(uint8_t*)>& fill) {
+    const PieceHeader& header, std::string_view key,
+    const std::function<void(uint8_t*)>& fill) {
   const bool is_tensor = header.kind == ItemKind::kTensor;
   const size_t needed = static_cast<size_t>(header.byte_length) + kHeaderSlack +
                         sizeof(int64_t) * (header.chunk_offsets.size() +
@@ -91,7 +92,8 @@ std::string_view PieceEncoder::Encode(
   // `data` stays valid only until the builder next grows: fill and hash it
   // before the table is built.
   fill(data);
-  const uint64_t xxh3 = Xxh3(data, static_cast<size_t>(header.byte_length));
+  const uint64_t xxh3 =
+      Xxh3(data, static_cast<size_t>(header.byte_length), Xxh3(key));
 
   const auto piece = fb::CreateChunkPiece(
       fbb, kPieceFormatVersion, static_cast<fb::ItemKind>(header.kind),
@@ -118,15 +120,15 @@ std::string_view PieceEncoder::Encode(
 //   aarch64 allow at any address.
 // The fuzzer (fuzz/piece_fuzzer.cc) decodes every input at a misaligned
 // address under UBSan to keep it that way.
-Result<DecodedPiece> DecodePiece(std::string_view value) {
+Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key) {
   ROCKSDCP_ASSIGN_OR_RETURN(const fb::ChunkPiece* root,
                             VerifiedRootInPlace<fb::ChunkPiece>(
                                 value, kPieceIdentifier, "chunk piece"));
   const fb::ChunkPiece& p = *root;
 
-  if (p.format_version() != kPieceFormatVersion) {
-    return Bad("unsupported piece format_version " +
-               std::to_string(p.format_version()));
+  const uint16_t version = p.format_version();
+  if (version != kPieceFormatVersion && version != kUnboundPieceFormatVersion) {
+    return Bad("unsupported piece format_version " + std::to_string(version));
   }
 
   DecodedPiece out;
@@ -192,10 +194,16 @@ Result<DecodedPiece> DecodePiece(std::string_view value) {
   out.data = VectorElements(data);
   out.size = data_size;
   out.xxh3 = p.xxh3();
-  const uint64_t actual = Xxh3(out.data, static_cast<size_t>(out.size));
+  out.format_version = version;
+  const bool bound = version == kPieceFormatVersion;
+  const uint64_t actual = Xxh3(out.data, static_cast<size_t>(out.size),
+                               bound ? Xxh3(key) : 0);
   if (actual != out.xxh3) {
     return Bad("checksum mismatch: stored XXH3 " + Hex64(out.xxh3) +
-               ", computed " + Hex64(actual));
+               ", computed " + Hex64(actual) +
+               (bound ? " (the piece's data is damaged, or the piece was "
+                        "written for another key)"
+                      : ""));
   }
   return out;
 }

@@ -75,7 +75,7 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
                               s.ToString());
   }
   if (!s.ok()) return FromRocksDB(s, "reading key " + Quote(key));
-  ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value));
+  ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value, key));
   const format::PieceHeader& h = out->header;
   const uint64_t offset = uint64_t{p} * item.info.piece_bytes;
   const uint64_t length =

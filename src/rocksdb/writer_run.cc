@@ -433,7 +433,8 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
       if (!options_.reuse_buffers) {
         encoder = std::make_unique<format::PieceEncoder>();
       }
-      std::string_view value = encoder->Encode(header, [&](uint8_t* dst) {
+      const std::string key = keys::PieceKey(item.index, p);
+      std::string_view value = encoder->Encode(header, key, [&](uint8_t* dst) {
         if (view != nullptr) {
           const uint64_t elem = DTypeSize(view->dtype);
           util::GatherElements(*view, header.byte_offset / elem,
@@ -443,8 +444,8 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
                       header.byte_length);
         }
       });
-      rocksdb::Status s = sst->Put(keys::PieceKey(item.index, p),
-                                   rocksdb::Slice(value.data(), value.size()));
+      rocksdb::Status s =
+          sst->Put(key, rocksdb::Slice(value.data(), value.size()));
       if (!s.ok()) {
         return fail(FromRocksDB(s, what() + ": writing piece " +
                                        std::to_string(p) + " to " + file_path));

@@ -58,13 +58,20 @@ PieceHeader BytesHeader(uint64_t length) {
   return h;
 }
 
+// The key every piece of these tests is written for and read under.
+constexpr char kKey[] = "w@0#00000000";
+
+Result<DecodedPiece> Decode(std::string_view value) {
+  return DecodePiece(value, kKey);
+}
+
 class PieceCodecTest : public ::testing::Test {
  protected:
   // Encodes `payload` under `header` (whose byte_length must match) and
   // returns a copy of the value.
   std::string Encode(const PieceHeader& header, std::string_view payload) {
     EXPECT_EQ(header.byte_length, payload.size());
-    return std::string(encoder_.Encode(header, [&](uint8_t* out) {
+    return std::string(encoder_.Encode(header, kKey, [&](uint8_t* out) {
       if (!payload.empty()) std::memcpy(out, payload.data(), payload.size());
     }));
   }
@@ -87,15 +94,28 @@ class PieceCodecTest : public ::testing::Test {
 TEST_F(PieceCodecTest, RoundTripsTensorPiece) {
   const std::string payload = Payload(8);
   const std::string value = Encode(TensorHeader(), payload);
-  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, DecodePiece(value));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(value));
   ExpectHeadersEqual(piece.header, TensorHeader());
   EXPECT_EQ(DataOf(piece), payload);
-  EXPECT_EQ(piece.xxh3, Xxh3(payload));
+  // Seeded with the key's own XXH3 (format version 2).
+  EXPECT_EQ(piece.xxh3, Xxh3(payload.data(), payload.size(), Xxh3(kKey)));
+}
+
+// A piece moved under another key (as a forged or buggy store could swap two
+// items' pieces of one size, each with its checksum intact) fails to verify.
+TEST_F(PieceCodecTest, APieceVerifiesOnlyUnderItsOwnKey) {
+  const std::string value = Encode(TensorHeader(), Payload(8));
+  ASSERT_OK(DecodePiece(value, kKey));
+  EXPECT_THAT(DecodePiece(value, "b@0#00000000"),
+              StatusIs(StatusCode::kCorruption,
+                       HasSubstr("or the piece was written for another key")));
+  EXPECT_THAT(DecodePiece(value, "w@0#00000001"),
+              StatusIs(StatusCode::kCorruption, HasSubstr("checksum mismatch")));
 }
 
 TEST_F(PieceCodecTest, DataPointsIntoTheValue) {
   const std::string value = Encode(TensorHeader(), Payload(8));
-  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, DecodePiece(value));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(value));
   EXPECT_GE(reinterpret_cast<const char*>(piece.data), value.data());
   EXPECT_LE(reinterpret_cast<const char*>(piece.data) + piece.size,
             value.data() + value.size());
@@ -112,7 +132,7 @@ TEST_F(PieceCodecTest, RoundTripsBytesPieceWithoutGeometry) {
   header.chunk_sizes = {1};
   const std::string payload = Payload(13);
   const std::string value = Encode(header, payload);
-  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, DecodePiece(value));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(value));
   EXPECT_EQ(piece.header.kind, ItemKind::kBytes);
   EXPECT_EQ(piece.header.dtype, DType::kUInt8);
   EXPECT_TRUE(piece.header.chunk_offsets.empty());
@@ -129,7 +149,7 @@ TEST_F(PieceCodecTest, RoundTripsZeroDimTensor) {
   header.byte_length = 8;
   const std::string payload = Payload(8);
   const std::string value = Encode(header, payload);
-  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, DecodePiece(value));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(value));
   ExpectHeadersEqual(piece.header, header);
   EXPECT_EQ(DataOf(piece), payload);
 }
@@ -139,34 +159,36 @@ TEST_F(PieceCodecTest, RoundTripsEmptyPieces) {
   empty_tensor.chunk_offsets = {0, 0};
   empty_tensor.chunk_sizes = {0, 5};
   const std::string tensor_value = Encode(empty_tensor, "");
-  ASSERT_OK_AND_ASSIGN(DecodedPiece tensor, DecodePiece(tensor_value));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece tensor, Decode(tensor_value));
   ExpectHeadersEqual(tensor.header, empty_tensor);
   EXPECT_EQ(tensor.size, 0u);
 
   const std::string bytes_value = Encode(BytesHeader(0), "");
-  ASSERT_OK_AND_ASSIGN(DecodedPiece bytes, DecodePiece(bytes_value));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece bytes, Decode(bytes_value));
   EXPECT_EQ(bytes.size, 0u);
-  EXPECT_EQ(bytes.xxh3, Xxh3("", 0));
+  EXPECT_EQ(bytes.xxh3, Xxh3("", 0, Xxh3(kKey)));
 }
 
 TEST_F(PieceCodecTest, RoundTripsLargePieceAfterSmallOnes) {
-  ASSERT_OK(DecodePiece(Encode(BytesHeader(16), Payload(16))));
+  ASSERT_OK(Decode(Encode(BytesHeader(16), Payload(16))));
   const std::string payload = Payload(8 << 20);
   const std::string value = Encode(BytesHeader(payload.size()), payload);
-  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, DecodePiece(value));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(value));
   EXPECT_EQ(DataOf(piece), payload);
 }
 
 TEST_F(PieceCodecTest, ReusesItsBufferForSmallerPieces) {
   // The builder fills its buffer from the end, so a value built in the
   // same buffer ends at the same address.
-  const std::string_view big = encoder_.Encode(
-      BytesHeader(1 << 20), [](uint8_t* p) { std::memset(p, 1, 1 << 20); });
+  const std::string_view big =
+      encoder_.Encode(BytesHeader(1 << 20), kKey,
+                      [](uint8_t* p) { std::memset(p, 1, 1 << 20); });
   const char* big_end = big.data() + big.size();
   const std::string_view small =
-      encoder_.Encode(BytesHeader(4), [](uint8_t* p) { std::memset(p, 2, 4); });
+      encoder_.Encode(BytesHeader(4), kKey,
+                      [](uint8_t* p) { std::memset(p, 2, 4); });
   EXPECT_EQ(small.data() + small.size(), big_end);
-  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, DecodePiece(small));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(small));
   EXPECT_EQ(DataOf(piece), std::string(4, '\2'));
 }
 
@@ -178,7 +200,7 @@ TEST_F(PieceCodecTest, ChecksumCoversEveryPayloadByte) {
   for (size_t i = start; i < start + payload.size(); ++i) {
     std::string bad = value;
     bad[i] ^= 0x01;
-    EXPECT_THAT(DecodePiece(bad),
+    EXPECT_THAT(Decode(bad),
                 StatusIs(StatusCode::kCorruption, HasSubstr("checksum")))
         << "byte " << i;
   }
@@ -199,7 +221,7 @@ TEST_F(PieceCodecTest, FlippedBytesNeverYieldWrongData) {
     for (uint8_t mask : {0x01, 0x80, 0xff}) {
       std::string bad = value;
       bad[i] ^= static_cast<char>(mask);
-      Result<DecodedPiece> piece = DecodePiece(bad);
+      Result<DecodedPiece> piece = Decode(bad);
       if (piece.ok()) {
         EXPECT_EQ(DataOf(*piece), payload) << "byte " << i;
       } else {
@@ -216,7 +238,7 @@ TEST_F(PieceCodecTest, RejectsEveryTruncation) {
   // byte is never padding and every prefix is missing something.
   const std::string value = Encode(TensorHeader(), Payload(8));
   for (size_t n = 0; n < value.size(); ++n) {
-    EXPECT_THAT(DecodePiece(value.substr(0, n)),
+    EXPECT_THAT(Decode(value.substr(0, n)),
                 StatusIs(StatusCode::kCorruption, ::testing::_))
         << "prefix of " << n << " bytes";
   }
@@ -225,21 +247,23 @@ TEST_F(PieceCodecTest, RejectsEveryTruncation) {
 TEST_F(PieceCodecTest, RejectsWrongIdentifier) {
   std::string value = Encode(TensorHeader(), Payload(8));
   value.replace(4, 4, "RDCM");
-  EXPECT_THAT(DecodePiece(value),
+  EXPECT_THAT(Decode(value),
               StatusIs(StatusCode::kCorruption, HasSubstr("identifier")));
 }
 
 TEST_F(PieceCodecTest, RejectsGarbage) {
-  EXPECT_THAT(DecodePiece(""), StatusIs(StatusCode::kCorruption, ::testing::_));
-  EXPECT_THAT(DecodePiece("RDCP"),
+  EXPECT_THAT(Decode(""), StatusIs(StatusCode::kCorruption, ::testing::_));
+  EXPECT_THAT(Decode("RDCP"),
               StatusIs(StatusCode::kCorruption, ::testing::_));
-  EXPECT_THAT(DecodePiece(std::string("\xff\xff\xff\x7fRDCP\0\0\0\0", 12)),
+  EXPECT_THAT(Decode(std::string("\xff\xff\xff\x7fRDCP\0\0\0\0", 12)),
               StatusIs(StatusCode::kCorruption, HasSubstr("verification")));
 }
 
 // ---- Each semantic check, on a hand-built ChunkPiece. ----
 
-// The fields of a ChunkPiece table, defaulting to a valid tensor piece.
+// The fields of a ChunkPiece table, defaulting to a valid tensor piece of
+// format version 1: written by earlier rocksdcp, its XXH3 unseeded and bound
+// to no key, and still read (under any key).
 struct RawPiece {
   uint16_t format_version = 1;
   uint8_t kind = 0;
@@ -288,17 +312,28 @@ class PieceCodecRejectTest : public ::testing::TestWithParam<BadPieceCase> {};
 
 TEST_P(PieceCodecRejectTest, ReturnsCorruptionNamingTheCheck) {
   RawPiece raw;
-  ASSERT_OK(DecodePiece(raw.Build()));  // The unmutated piece is valid.
+  ASSERT_OK(Decode(raw.Build()));  // The unmutated piece is valid.
   GetParam().mutate(raw);
-  EXPECT_THAT(DecodePiece(raw.Build()),
+  EXPECT_THAT(Decode(raw.Build()),
               StatusIs(StatusCode::kCorruption, HasSubstr(GetParam().message)));
+}
+
+TEST(PieceCodecCompatTest, VersionOnePiecesStillDecodeUnderAnyKey) {
+  RawPiece v1;  // Format version 1, XXH3 with seed 0.
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, DecodePiece(v1.Build(), "any#00000000"));
+  EXPECT_EQ(piece.xxh3, Xxh3(std::string("01234567")));
+  EXPECT_EQ(piece.format_version, kUnboundPieceFormatVersion);
+  RawPiece v2 = v1;
+  v2.format_version = 2;  // Now bound to a key, and to none of these.
+  EXPECT_THAT(DecodePiece(v2.Build(), "any#00000000"),
+              StatusIs(StatusCode::kCorruption, HasSubstr("checksum mismatch")));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Checks, PieceCodecRejectTest,
     ::testing::Values(
-        BadPieceCase{"NewerFormat", [](RawPiece& p) { p.format_version = 2; },
-                     "unsupported piece format_version 2"},
+        BadPieceCase{"NewerFormat", [](RawPiece& p) { p.format_version = 3; },
+                     "unsupported piece format_version 3"},
         BadPieceCase{"UnknownKind", [](RawPiece& p) { p.kind = 2; },
                      "unknown item kind 2"},
         BadPieceCase{"UnknownDtype", [](RawPiece& p) { p.dtype = 0; },

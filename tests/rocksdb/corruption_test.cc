@@ -23,6 +23,7 @@
 #include "format/checksum.h"
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/raw_store.h"
 #include "rocksdb/store_fixture.h"
 #include "rocksdb/store_impl.h"
 
@@ -75,65 +76,6 @@ std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
-
-// The store's RocksDB opened directly, to write what rocksdcp never would.
-class RawStore {
- public:
-  explicit RawStore(const std::string& path) {
-    rocksdb::DBOptions options;
-    std::vector<std::string> names;
-    EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-    for (const std::string& name : names) {
-      descriptors.emplace_back(
-          name,
-          name == rocksdb::kDefaultColumnFamilyName
-              ? rocksdb::ColumnFamilyOptions()
-              : rocksdb::ColumnFamilyOptions(CheckpointColumnFamilyOptions()));
-    }
-    rocksdb::DB* db = nullptr;
-    rocksdb::Status s =
-        rocksdb::DB::Open(options, path, descriptors, &handles_, &db);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    db_.reset(db);
-  }
-  ~RawStore() {
-    for (rocksdb::ColumnFamilyHandle* h : handles_) {
-      db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-    }
-    if (db_) db_->Close().PermitUncheckedError();
-  }
-
-  std::string Get(const std::string& cf, std::string_view key) {
-    std::string value;
-    rocksdb::Status s = db_->Get({}, Cf(cf), key, &value);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return value;
-  }
-  void Put(const std::string& cf, std::string_view key,
-           std::string_view value) {
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    EXPECT_TRUE(db_->Put(wo, Cf(cf), key, value).ok());
-  }
-  void Delete(const std::string& cf, std::string_view key) {
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    EXPECT_TRUE(db_->Delete(wo, Cf(cf), key).ok());
-  }
-
- private:
-  rocksdb::ColumnFamilyHandle* Cf(const std::string& name) {
-    for (rocksdb::ColumnFamilyHandle* h : handles_) {
-      if (h->GetName() == name) return h;
-    }
-    ADD_FAILURE() << "no column family " << name;
-    return handles_.front();
-  }
-
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
-  std::unique_ptr<rocksdb::DB> db_;
-};
 
 // Rewrites the victim's catalog entry with `change` applied.
 void EditCatalogEntry(const std::string& store,

@@ -1,0 +1,64 @@
+#include "rocksdb/raw_store.h"
+
+#include <gtest/gtest.h>
+
+#include "rocksdb/store_impl.h"
+
+namespace rocksdcp::testing {
+
+RawStore::RawStore(const std::string& path) {
+  rocksdb::DBOptions options;
+  std::vector<std::string> names;
+  EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : names) {
+    descriptors.emplace_back(
+        name,
+        name == rocksdb::kDefaultColumnFamilyName
+            ? rocksdb::ColumnFamilyOptions()
+            : rocksdb::ColumnFamilyOptions(CheckpointColumnFamilyOptions()));
+  }
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::Open(options, path, descriptors, &handles_, &db);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  db_.reset(db);
+}
+
+RawStore::~RawStore() {
+  if (!db_) return;
+  for (rocksdb::ColumnFamilyHandle* h : handles_) {
+    db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  }
+  db_->Close().PermitUncheckedError();
+}
+
+std::string RawStore::Get(const std::string& cf, std::string_view key) {
+  std::string value;
+  rocksdb::Status s = db_->Get({}, Cf(cf), key, &value);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return value;
+}
+
+void RawStore::Put(const std::string& cf, std::string_view key,
+                   std::string_view value) {
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  EXPECT_TRUE(db_->Put(wo, Cf(cf), key, value).ok());
+}
+
+void RawStore::Delete(const std::string& cf, std::string_view key) {
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  EXPECT_TRUE(db_->Delete(wo, Cf(cf), key).ok());
+}
+
+rocksdb::ColumnFamilyHandle* RawStore::Cf(const std::string& name) {
+  for (rocksdb::ColumnFamilyHandle* h : handles_) {
+    if (h->GetName() == name) return h;
+  }
+  ADD_FAILURE() << "no column family " << name;
+  return handles_.front();
+}
+
+}  // namespace rocksdcp::testing

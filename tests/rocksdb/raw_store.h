@@ -1,0 +1,39 @@
+// A store's RocksDB opened directly, every column family with rocksdcp's
+// options, so a test can write what rocksdcp never would: forged catalog
+// entries, metadata and pieces.
+
+#ifndef ROCKSDCP_TESTS_ROCKSDB_RAW_STORE_H_
+#define ROCKSDCP_TESTS_ROCKSDB_RAW_STORE_H_
+
+#include <rocksdb/db.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rocksdcp::testing {
+
+// Each call records a gtest failure if RocksDB refuses it.
+class RawStore {
+ public:
+  explicit RawStore(const std::string& path);
+  ~RawStore();
+  RawStore(const RawStore&) = delete;
+  RawStore& operator=(const RawStore&) = delete;
+
+  std::string Get(const std::string& cf, std::string_view key);
+  void Put(const std::string& cf, std::string_view key,
+           std::string_view value);
+  void Delete(const std::string& cf, std::string_view key);
+
+ private:
+  rocksdb::ColumnFamilyHandle* Cf(const std::string& name);
+
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  std::unique_ptr<rocksdb::DB> db_;
+};
+
+}  // namespace rocksdcp::testing
+
+#endif  // ROCKSDCP_TESTS_ROCKSDB_RAW_STORE_H_
