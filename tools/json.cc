@@ -166,18 +166,6 @@ Result<Json> ParseJson(std::string_view text, std::string_view what,
   return v;
 }
 
-Status ParseJsonObject(std::string_view text, std::string_view what,
-                       const JsonMemberFn& on_member,
-                       uint64_t max_member_values) {
-  JsonReader reader(text, what);
-  ROCKSDCP_RETURN_IF_ERROR(reader.ReadObject([&](std::string key) -> Status {
-    Json value;
-    ROCKSDCP_RETURN_IF_ERROR(reader.ReadValue(&value, max_member_values));
-    return on_member(std::move(key), std::move(value));
-  }));
-  return reader.Finish();
-}
-
 // ---- JsonReader ----
 
 template <typename Fn>

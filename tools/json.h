@@ -101,18 +101,6 @@ inline constexpr uint64_t kDefaultMaxJsonValues = uint64_t{1} << 21;
 Result<Json> ParseJson(std::string_view text, std::string_view what,
                        uint64_t max_values = kDefaultMaxJsonValues);
 
-// Receives one member of a top-level object: its key and parsed value.
-using JsonMemberFn = std::function<Status(std::string key, Json value)>;
-
-// Parses `text` as ParseJson does, but it must be an object, and each
-// member goes to `on_member` as soon as it is parsed, then is dropped:
-// memory holds one member's value at a time (at most `max_member_values`
-// values), whatever the number of members. Keys are checked for
-// duplicates. An error from `on_member` stops the parse and is returned.
-Status ParseJsonObject(std::string_view text, std::string_view what,
-                       const JsonMemberFn& on_member,
-                       uint64_t max_member_values = kDefaultMaxJsonValues);
-
 // Reads one document by ParseJson's rules a value at a time, so that the
 // caller keeps what it needs of it rather than its tree: import reads a
 // safetensors header of a million tensors this way, in the memory of one

@@ -34,6 +34,42 @@ inline constexpr size_t kMaxSafetensorsDims = 64;
 // byte items that export stored as base64 because they are not UTF-8.
 inline constexpr std::string_view kBase64ItemsKey = "rocksdcp.base64_items";
 
+// What import holds, by measurement (tools/README.md, "Memory of import"):
+// each item of the file, tensor or byte item, costs about
+// kImportBytesPerItem while it is saved (its entry in the state dict, and
+// the library's plan, metadata and commit of it), each byte of its name
+// about kImportBytesPerNameByte more (the name is copied into each of
+// those: 12 bytes a byte measured for short names, 25 for names of
+// megabytes), and a byte item its value's size. Measured with the
+// library's Save as it is; remeasure when that changes
+// (tests/tools/make_safetensors.py writes the files).
+inline constexpr uint64_t kImportBytesPerItem = 2048;
+inline constexpr uint64_t kImportBytesPerNameByte = 24;
+// The most that the items of a file may make import hold: three of the
+// CLI's buffers (kDefaultBufferBytes). With the header's pages while it is
+// read (at most 100 MB) and one buffer's worth of tensor data while the
+// file is saved (SafetensorsFile::SaveTo), an import stays under about
+// 280 MiB whatever the file: about half the library's default
+// memory_budget (512 MiB), which bounds only the writer's own buffers.
+inline constexpr uint64_t kImportMemoryLimit = 3 * kDefaultBufferBytes;
+
+// The most JSON values a tensor's entry in a header may hold: its dtype,
+// shape (at most kMaxSafetensorsDims) and offsets take 70, and fields
+// import ignores the rest.
+inline constexpr uint64_t kMaxSafetensorsEntryValues = 4096;
+
+// The memory import would hold for a file of `items` items (tensors and
+// byte items) whose names take `name_bytes` bytes and whose byte items'
+// values take `value_bytes` bytes, as the constants above estimate it.
+uint64_t ImportMemoryEstimate(uint64_t items, uint64_t name_bytes,
+                              uint64_t value_bytes);
+
+// OK if ImportMemoryEstimate of such a file is within `limit`; otherwise
+// InvalidArgument saying what the file holds, the estimate and the limit.
+Status CheckImportMemory(uint64_t tensors, uint64_t byte_items,
+                         uint64_t name_bytes, uint64_t value_bytes,
+                         uint64_t limit);
+
 struct TransferStats {
   uint64_t tensors = 0;
   uint64_t byte_items = 0;
@@ -57,14 +93,16 @@ struct TransferStats {
 // InvalidArgument, naming the checkpoint and item, for what import could
 // not read back: a dtype safetensors lacks (complex32/128), more than
 // kMaxSafetensorsDims dimensions, a name it can't hold (not UTF-8,
-// "__metadata__", or kBase64ItemsKey for a byte item), over a million byte
-// items, or byte items that would take the header past
-// kMaxSafetensorsHeaderBytes (checked before any is read).
+// "__metadata__", or kBase64ItemsKey for a byte item), byte items that
+// would take the header past kMaxSafetensorsHeaderBytes (checked before
+// any is read), or items that would take import past
+// `import_memory_limit` (CheckImportMemory; the parameter is for tests).
 // progress reports bytes and items written.
 Result<TransferStats> ExportSafetensors(
     Store& store, const std::string& id, const std::string& out_path,
     const ProgressCallback& progress = {},
-    size_t buffer_bytes = kDefaultBufferBytes);
+    size_t buffer_bytes = kDefaultBufferBytes,
+    uint64_t import_memory_limit = kImportMemoryLimit);
 
 // One tensor of a safetensors file, as its verified header gives it.
 struct SafetensorsTensor {
@@ -75,16 +113,38 @@ struct SafetensorsTensor {
   uint64_t end = 0;
 };
 
+// What import keeps of a safetensors file: its items as the state dict
+// that Save takes, and no other copy of them.
+struct SafetensorsItems {
+  // Tensors as contiguous views into the file's data (never written
+  // through: Save only reads them), byte items decoded.
+  StateDict items;
+  uint64_t tensors = 0;
+  uint64_t byte_items = 0;
+  uint64_t data_offset = 0;  // Where the data starts: 8 + the header size.
+};
+
 // Safetensors' name of `dtype` ("F32", "BF16", ...), or nullopt for a dtype
 // it lacks (complex32 and complex128).
 std::optional<std::string_view> SafetensorsDTypeName(DType dtype);
 
-// The checks of SafetensorsFile::Open (below) on a whole file in memory:
-// its tensors, in data order, into *tensors and its "__metadata__" entries
-// into *byte_items, and where the data starts. Corruption saying what is
-// wrong otherwise; the caller names the file. Never reads outside `file`
-// and builds at most kDefaultMaxJsonValues JSON values, whatever it holds
-// (fuzz/safetensors_fuzzer.cc).
+// The checks of SafetensorsFile::Open (below) on a whole file in memory,
+// with its limit on memory: the file's items into *items. Corruption
+// saying what is wrong with the file, or InvalidArgument
+// (CheckImportMemory) for one whose items would take import past
+// `memory_limit`; the caller names the file. Reads the header a value at
+// a time (JsonReader), keeping only the items: at most `memory_limit` of
+// them by the estimate (past it, it only counts them, to say how many
+// there are), one tensor's entry of at most kMaxSafetensorsEntryValues
+// JSON values, and one byte item's value at a time. Never reads outside
+// `file`.
+Status ParseSafetensorsItems(std::string_view file, uint64_t memory_limit,
+                             SafetensorsItems* items);
+
+// The same checks, without the limit on memory, into vectors: tensors in
+// data order, and "__metadata__" entries; returns where the data starts.
+// Corruption saying what is wrong otherwise. For the fuzzer
+// (fuzz/safetensors_fuzzer.cc) and tests.
 Result<uint64_t> ParseSafetensors(
     std::string_view file, std::vector<SafetensorsTensor>* tensors,
     std::vector<std::pair<std::string, std::string>>* byte_items);
@@ -92,27 +152,31 @@ Result<uint64_t> ParseSafetensors(
 // A safetensors file, mapped read-only (MappedFile) with its header
 // verified before anything uses it: the header size within the file and
 // kMaxSafetensorsHeaderBytes; strict JSON (tools/json.h: no duplicate keys,
-// UTF-8), parsed member by member (memory holds the parsed tensors, not a
-// JSON tree; each member at most kDefaultMaxJsonValues values); fields
-// other than dtype, shape and data_offsets ignored, as upstream; known
-// dtypes; at most
-// kMaxSafetensorsDims dimensions; sizes matching dtype and shape without
-// overflow; and, as safetensors' own reader requires, tensors that tile the
-// data exactly, without gaps or overlaps. Corruption naming the file and
-// the tensor otherwise.
+// UTF-8), read value by value (memory holds the items, not a JSON tree);
+// fields other than dtype, shape and data_offsets ignored, as upstream;
+// known dtypes; at most kMaxSafetensorsDims dimensions; sizes matching
+// dtype and shape without overflow; and, as safetensors' own reader
+// requires, tensors that tile the data exactly, without gaps or overlaps.
+// Corruption naming the file and the tensor otherwise; InvalidArgument if
+// its items would take import past `memory_limit` (CheckImportMemory).
 //
 // "__metadata__" entries become byte items, verbatim, except those listed
 // under kBase64ItemsKey (written by ExportSafetensors), which are decoded.
 class SafetensorsFile {
  public:
-  static Result<SafetensorsFile> Open(const std::string& path);
+  // Once the header is read, its pages leave the process (ReleasePages).
+  static Result<SafetensorsFile> Open(
+      const std::string& path, uint64_t memory_limit = kImportMemoryLimit);
 
   const std::string& path() const { return path_; }
-  // In data order.
-  const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
-  const std::vector<std::pair<std::string, std::string>>& byte_items() const {
-    return byte_items_;
-  }
+  // The file's items, as SaveTo saves them: tensors as views into the
+  // mapping, byte items decoded.
+  const StateDict& items() const { return items_.items; }
+  uint64_t tensors() const { return items_.tensors; }
+  uint64_t byte_items() const { return items_.byte_items; }
+  // Where a tensor of items() starts in the file's data (its
+  // data_offsets[0]). REQUIRES: `t` is one of items()'s tensors.
+  uint64_t DataOffset(const TensorView& t) const;
 
   // Saves the file into `store` as checkpoint `id` in one Save, through
   // views of the mapping, never a copy; every 64 MiB written, the pages
@@ -126,9 +190,7 @@ class SafetensorsFile {
  private:
   std::string path_;
   MappedFile file_;
-  const uint8_t* data_ = nullptr;  // Into file_, past the header.
-  std::vector<SafetensorsTensor> tensors_;
-  std::vector<std::pair<std::string, std::string>> byte_items_;
+  SafetensorsItems items_;
 };
 
 // SafetensorsFile::Open(in_path), then SaveTo(store, id, ...).

@@ -132,45 +132,6 @@ TEST(JsonTest, FindsADuplicateAmongManyKeys) {
               StatusIs(StatusCode::kCorruption, HasSubstr("duplicate key \"k7\"")));
 }
 
-TEST(JsonTest, ParsesAnObjectMemberByMember) {
-  // 1,000 members of 3 values each, through a bound of 3 values per member.
-  std::string text = "{";
-  for (int i = 0; i < 1000; ++i) {
-    text += (i ? "," : "") + std::string("\"k") + std::to_string(i) +
-            "\":[" + std::to_string(i) + ",1]";
-  }
-  text += "}";
-  std::vector<std::string> keys;
-  uint64_t sum = 0;
-  ASSERT_OK(ParseJsonObject(
-      text, "x",
-      [&](std::string key, Json value) {
-        keys.push_back(std::move(key));
-        sum += *value.array.at(0).integer;
-        return Status::OK();
-      },
-      /*max_member_values=*/3));
-  ASSERT_EQ(keys.size(), 1000u);
-  EXPECT_EQ(keys[999], "k999");
-  EXPECT_EQ(sum, 999u * 1000 / 2);
-
-  auto ignore = [](std::string, Json) { return Status::OK(); };
-  EXPECT_THAT(ParseJsonObject("{\"a\":[1,2,3]}", "x", ignore, 3),
-              StatusIs(StatusCode::kCorruption, HasSubstr("more than 3 values")));
-  EXPECT_THAT(ParseJsonObject("{\"a\":1,\"a\":2}", "x", ignore),
-              StatusIs(StatusCode::kCorruption, HasSubstr("duplicate key")));
-  EXPECT_THAT(ParseJsonObject("[1]", "x", ignore),
-              StatusIs(StatusCode::kCorruption, HasSubstr("not a JSON object")));
-  EXPECT_THAT(ParseJsonObject("{} {}", "x", ignore),
-              StatusIs(StatusCode::kCorruption, HasSubstr("trailing")));
-  EXPECT_THAT(ParseJsonObject("{\"a\":1,\"b\":2}", "x",
-                              [](std::string key, Json) {
-                                return key == "b" ? Status::NotFound("no b")
-                                                  : Status::OK();
-                              }),
-              StatusIs(StatusCode::kNotFound, HasSubstr("no b")));
-}
-
 TEST(JsonReaderTest, ReadsAnObjectMemberByMember) {
   // 1,000 members of 3 values each, each read through a bound of 3 values.
   std::string text = "{";
