@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 
@@ -46,7 +48,30 @@ std::string Printable(std::string_view s) {
   return out;
 }
 
-void PrintJson(const JsonWriter& j) { std::printf("%s\n", j.str().c_str()); }
+namespace {
+// The errno of the first write to stdout that failed, or 0.
+int output_error = 0;
+}  // namespace
+
+void Print(const char* format, ...) {
+  if (output_error != 0) return;
+  std::va_list args;
+  va_start(args, format);
+  // vprintf fails when a write of its buffer to stdout fails, with that
+  // write's errno.
+  if (std::vprintf(format, args) < 0) output_error = errno != 0 ? errno : EIO;
+  va_end(args);
+}
+
+int FinishOutput() {
+  if (output_error == 0 && std::fflush(stdout) != 0) {
+    output_error = errno != 0 ? errno : EIO;
+  }
+  if (output_error == 0 && std::ferror(stdout)) output_error = EIO;
+  return output_error;
+}
+
+void PrintJson(const JsonWriter& j) { Print("%s\n", j.str().c_str()); }
 
 std::string HumanBytes(uint64_t b) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -18,6 +18,15 @@ namespace rocksdcp::tools {
 // and an escape sequence in one would drive the user's terminal.
 std::string Printable(std::string_view s);
 
+// Prints on stdout, as printf. Every command's output goes through it, so
+// that the first failed write is known (FinishOutput); from then on, the
+// output being lost, it prints nothing more.
+void Print(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// Flushes stdout and returns the errno of the first write to it that
+// failed (EPIPE: the reader went away; ENOSPC: a full disk), or 0.
+int FinishOutput();
+
 // Prints a --json document and a newline on stdout.
 void PrintJson(const JsonWriter& j);
 
