@@ -127,13 +127,19 @@ int RunLs(const Args& a) {
     PrintJson(j);
     return kExitOk;
   }
-  Print("%-24s %-10s %-20s %12s %8s %6s\n", "ID", "STATE", "CREATED", "BYTES",
-        "ITEMS", "WORLD");
-  for (const CheckpointInfo& c : *list) {
-    Print("%-24s %-10s %-20s %12s %8" PRIu64 " %6d\n", Printable(c.id).c_str(),
-          StateName(c.state), TimeString(c.created_unix_micros).c_str(),
-          HumanBytes(c.bytes).c_str(), c.items, c.world_size);
-  }
+  PrintTable({{"ID"},
+              {"STATE"},
+              {"CREATED"},
+              {"BYTES", /*right=*/true},
+              {"ITEMS", /*right=*/true},
+              {"WORLD", /*right=*/true}},
+             [&](const auto& row) {
+               for (const CheckpointInfo& c : *list) {
+                 row({Printable(c.id), StateName(c.state),
+                      TimeString(c.created_unix_micros), HumanBytes(c.bytes),
+                      std::to_string(c.items), std::to_string(c.world_size)});
+               }
+             });
   return kExitOk;
 }
 
@@ -148,58 +154,60 @@ int RunInfo(const Args& a) {
   if (!c.ok()) return Fail("info", c.status());
   const Metadata& md = c->metadata;
 
-  JsonWriter j;
-  if (a.json) {
-    j.BeginObject().Key("store").String(path).Key("checkpoint");
-    CheckpointJson(j, *info);
-    j.Key("items").BeginArray();
-  } else {
+  if (!a.json) {
     Print("checkpoint %s: %s, created %s, %s in %" PRIu64
           " items, world size %d\n",
           Printable(id).c_str(), StateName(info->state),
           TimeString(info->created_unix_micros).c_str(),
           HumanBytes(info->bytes).c_str(), info->items, info->world_size);
-    Print("%-40s %-10s %-20s %7s %12s\n", "FQN", "DTYPE", "SHAPE", "CHUNKS",
-          "BYTES");
+    PrintTable(
+        {{"FQN"},
+         {"DTYPE"},
+         {"SHAPE"},
+         {"CHUNKS", /*right=*/true},
+         {"BYTES", /*right=*/true}},
+        [&](const auto& row) {
+          for (const auto& [fqn, meta] : md.state_dict_metadata) {
+            const auto* t = std::get_if<TensorStorageMetadata>(&meta);
+            if (t == nullptr) {
+              row({Printable(fqn), "bytes", "-", "1", "-"});
+              continue;
+            }
+            std::optional<uint64_t> bytes =
+                TensorBytes(t->properties.dtype, t->size);
+            row({Printable(fqn), std::string(DTypeName(t->properties.dtype)),
+                 ShapeText(t->size), std::to_string(t->chunks.size()),
+                 bytes ? std::to_string(*bytes) : "?"});
+          }
+        });
+    return kExitOk;
   }
+  JsonWriter j;
+  j.BeginObject().Key("store").String(path).Key("checkpoint");
+  CheckpointJson(j, *info);
+  j.Key("items").BeginArray();
   for (const auto& [fqn, meta] : md.state_dict_metadata) {
-    const auto* t = std::get_if<TensorStorageMetadata>(&meta);
-    if (a.json) {
-      j.BeginObject().Key("fqn").String(fqn);
-      if (t != nullptr) {
-        std::optional<uint64_t> bytes =
-            TensorBytes(t->properties.dtype, t->size);
-        j.Key("type").String("tensor");
-        j.Key("dtype").String(DTypeName(t->properties.dtype));
-        j.Key("shape").IntArray(t->size);
-        j.Key("chunks").Uint(t->chunks.size());
-        j.Key("bytes");
-        if (bytes)
-          j.Uint(*bytes);
-        else
-          j.Null();
-      } else {
-        j.Key("type").String("bytes");
-        j.Key("dtype").Null().Key("shape").Null();
-        j.Key("chunks").Uint(1).Key("bytes").Null();
-      }
-      j.EndObject();
-    } else if (t != nullptr) {
-      std::optional<uint64_t> bytes =
-          TensorBytes(t->properties.dtype, t->size);
-      Print("%-40s %-10s %-20s %7zu %12s\n", Printable(fqn).c_str(),
-            std::string(DTypeName(t->properties.dtype)).c_str(),
-            ShapeText(t->size).c_str(), t->chunks.size(),
-            bytes ? std::to_string(*bytes).c_str() : "?");
+    j.BeginObject().Key("fqn").String(fqn);
+    if (const auto* t = std::get_if<TensorStorageMetadata>(&meta)) {
+      std::optional<uint64_t> bytes = TensorBytes(t->properties.dtype, t->size);
+      j.Key("type").String("tensor");
+      j.Key("dtype").String(DTypeName(t->properties.dtype));
+      j.Key("shape").IntArray(t->size);
+      j.Key("chunks").Uint(t->chunks.size());
+      j.Key("bytes");
+      if (bytes)
+        j.Uint(*bytes);
+      else
+        j.Null();
     } else {
-      Print("%-40s %-10s %-20s %7d %12s\n", Printable(fqn).c_str(), "bytes",
-            "-", 1, "-");
+      j.Key("type").String("bytes");
+      j.Key("dtype").Null().Key("shape").Null();
+      j.Key("chunks").Uint(1).Key("bytes").Null();
     }
+    j.EndObject();
   }
-  if (a.json) {
-    j.EndArray().EndObject();
-    PrintJson(j);
-  }
+  j.EndArray().EndObject();
+  PrintJson(j);
   return kExitOk;
 }
 
