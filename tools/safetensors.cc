@@ -26,9 +26,11 @@ static_assert(std::endian::native == std::endian::little,
 // ---- Export ----
 
 // Reads every byte item of the checkpoint in one load and writes them as
-// the body of "__metadata__" (without braces) into *json.
+// the body of "__metadata__" (without braces) into *json, counting each
+// into *import_memory.
 Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
-                     const std::vector<std::string>& fqns, std::string* json) {
+                     const std::vector<std::string>& fqns, std::string* json,
+                     ImportMemory* import_memory) {
   StateDict sd;
   for (const std::string& fqn : fqns) sd[fqn] = std::string();
   LoadOptions options;
@@ -45,10 +47,14 @@ Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
     if (!json->empty()) *json += ',';
     AppendJsonString(fqn, json);
     *json += ':';
+    // Import counts the value as the header holds it.
     if (IsUtf8(bytes)) {
       AppendJsonString(bytes, json);
+      import_memory->AddByteItem(fqn, bytes.size());
     } else {
-      AppendJsonString(Base64Encode(bytes), json);
+      const std::string base64 = Base64Encode(bytes);
+      AppendJsonString(base64, json);
+      import_memory->AddByteItem(fqn, base64.size());
       base64_names.String(fqn);
       any_base64 = true;
     }
@@ -119,26 +125,27 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
     tensors.push_back(
         {.fqn = fqn, .dtype = md->properties.dtype, .size = md->size});
   }
+  // Import holds each item in memory while it saves them: tensors are
+  // counted here, byte items once read.
+  ImportMemory import_memory;
+  for (const StreamItem& t : tensors) {
+    import_memory.AddTensor(t.fqn, *TensorBytes(t.dtype, t.size));
+  }
+  auto check_import_memory = [&]() -> Status {
+    Status s = import_memory.Check(import_memory_limit);
+    if (s.ok()) return s;
+    return Status::InvalidArgument(
+        where + ": import could not read it back: " + s.message());
+  };
+  ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
   // The byte items' total (the catalog's payload less the tensors') bounds
   // the header before any is read: a 6 GB pickled byte item is refused, not
   // loaded.
-  uint64_t byte_payload = 0;
-  if (!byte_fqns.empty()) {
-    ROCKSDCP_ASSIGN_OR_RETURN(CheckpointInfo info, store.Info(id));
-    byte_payload = info.bytes > tensor_bytes ? info.bytes - tensor_bytes : 0;
-  }
-  uint64_t name_bytes = 0;
-  for (const auto& [fqn, unused] : c.metadata.state_dict_metadata) {
-    name_bytes += fqn.size();
-  }
-  if (Status s = CheckImportMemory(tensors.size(), byte_fqns.size(), name_bytes,
-                                   byte_payload, import_memory_limit);
-      !s.ok()) {
-    return Status::InvalidArgument(
-        where + ": import could not read it back: " + s.message());
-  }
   std::string metadata_json;
   if (!byte_fqns.empty()) {
+    ROCKSDCP_ASSIGN_OR_RETURN(CheckpointInfo info, store.Info(id));
+    const uint64_t byte_payload =
+        info.bytes > tensor_bytes ? info.bytes - tensor_bytes : 0;
     if (byte_payload > kMaxSafetensorsHeaderBytes) {
       return Status::InvalidArgument(
           where + ": byte items of " + std::to_string(byte_payload) +
@@ -146,7 +153,8 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
           std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
     }
     ROCKSDCP_RETURN_IF_ERROR(
-        ByteItemsJson(store, id, c, byte_fqns, &metadata_json));
+        ByteItemsJson(store, id, c, byte_fqns, &metadata_json, &import_memory));
+    ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
   }
 
   // As safetensors' writer lays tensors out: by element size, largest

@@ -34,41 +34,61 @@ inline constexpr size_t kMaxSafetensorsDims = 64;
 // byte items that export stored as base64 because they are not UTF-8.
 inline constexpr std::string_view kBase64ItemsKey = "rocksdcp.base64_items";
 
-// What import holds, by measurement (tools/README.md, "Memory of import"):
-// each item of the file, tensor or byte item, costs about
-// kImportBytesPerItem while it is saved (its entry in the state dict, and
-// the library's plan, metadata and commit of it), each byte of its name
-// about kImportBytesPerNameByte more (the name is copied into each of
-// those: 12 bytes a byte measured for short names, 25 for names of
-// megabytes), and a byte item its value's size. Measured with the
-// library's Save as it is; remeasure when that changes
-// (tests/tools/make_safetensors.py writes the files).
+// What import holds, by measurement (tools/README.md, "Memory of import"),
+// while it saves a file's items in one Save: for each item, tensor or byte
+// item, about kImportBytesPerItem (its entry in the state dict, and the
+// library's plan, metadata and commit of it) and kImportBytesPerNameByte
+// a byte of its name (copied into each of those: 12 bytes a byte measured
+// for short names, 25 for names of megabytes); for each piece the library
+// cuts the item into (RocksDBWriterOptions::max_piece_bytes), about
+// kImportBytesPerPiece and kImportBytesPerPieceNameByte a byte of the
+// item's name (each piece's key and metadata name the item, and are kept
+// until the save commits: a 1 GiB tensor with a 100 KB name took 2.4 GB);
+// and a byte item's value. Measured with the library's Save as it is;
+// remeasure when that changes (tests/tools/make_safetensors.py).
 inline constexpr uint64_t kImportBytesPerItem = 2048;
 inline constexpr uint64_t kImportBytesPerNameByte = 24;
-// The most that the items of a file may make import hold: three of the
-// CLI's buffers (kDefaultBufferBytes). With the header's pages while it is
-// read (at most 100 MB) and one buffer's worth of tensor data while the
-// file is saved (SafetensorsFile::SaveTo), an import stays under about
-// 280 MiB whatever the file: about half the library's default
-// memory_budget (512 MiB), which bounds only the writer's own buffers.
+inline constexpr uint64_t kImportBytesPerPiece = 64;
+inline constexpr uint64_t kImportBytesPerPieceNameByte = 3;
+// The most that the items of a file may make import hold, by that
+// estimate: three of the CLI's buffers (kDefaultBufferBytes). With the
+// header's pages while it is read (at most 100 MB) and one buffer's worth
+// of tensor data while the file is saved (SafetensorsFile::SaveTo), an
+// import stays under about 280 MiB whatever the file: about half the
+// library's default memory_budget (512 MiB), which bounds only the
+// writer's own buffers.
 inline constexpr uint64_t kImportMemoryLimit = 3 * kDefaultBufferBytes;
+
+// Adds up what import would hold for a file's items, by the constants
+// above, and says so when it is past a limit. Sums saturate.
+class ImportMemory {
+ public:
+  // A tensor of `bytes` bytes of data.
+  void AddTensor(std::string_view name, uint64_t bytes);
+  // A byte item whose value is `bytes` bytes.
+  void AddByteItem(std::string_view name, uint64_t bytes);
+
+  uint64_t estimate() const { return estimate_; }
+  // OK if estimate() is within `limit`; otherwise InvalidArgument saying
+  // how many tensors and byte items there are, their names' and payload's
+  // bytes, the estimate and the limit.
+  Status Check(uint64_t limit) const;
+
+ private:
+  void Add(std::string_view name, uint64_t bytes);
+
+  uint64_t tensors_ = 0;
+  uint64_t byte_items_ = 0;
+  uint64_t name_bytes_ = 0;
+  uint64_t tensor_bytes_ = 0;
+  uint64_t byte_item_bytes_ = 0;
+  uint64_t estimate_ = 0;
+};
 
 // The most JSON values a tensor's entry in a header may hold: its dtype,
 // shape (at most kMaxSafetensorsDims) and offsets take 70, and fields
 // import ignores the rest.
 inline constexpr uint64_t kMaxSafetensorsEntryValues = 4096;
-
-// The memory import would hold for a file of `items` items (tensors and
-// byte items) whose names take `name_bytes` bytes and whose byte items'
-// values take `value_bytes` bytes, as the constants above estimate it.
-uint64_t ImportMemoryEstimate(uint64_t items, uint64_t name_bytes,
-                              uint64_t value_bytes);
-
-// OK if ImportMemoryEstimate of such a file is within `limit`; otherwise
-// InvalidArgument saying what the file holds, the estimate and the limit.
-Status CheckImportMemory(uint64_t tensors, uint64_t byte_items,
-                         uint64_t name_bytes, uint64_t value_bytes,
-                         uint64_t limit);
 
 struct TransferStats {
   uint64_t tensors = 0;
@@ -96,7 +116,7 @@ struct TransferStats {
 // "__metadata__", or kBase64ItemsKey for a byte item), byte items that
 // would take the header past kMaxSafetensorsHeaderBytes (checked before
 // any is read), or items that would take import past
-// `import_memory_limit` (CheckImportMemory; the parameter is for tests).
+// `import_memory_limit` (ImportMemory; the parameter is for tests).
 // progress reports bytes and items written.
 Result<TransferStats> ExportSafetensors(
     Store& store, const std::string& id, const std::string& out_path,
@@ -131,7 +151,7 @@ std::optional<std::string_view> SafetensorsDTypeName(DType dtype);
 // The checks of SafetensorsFile::Open (below) on a whole file in memory,
 // with its limit on memory: the file's items into *items. Corruption
 // saying what is wrong with the file, or InvalidArgument
-// (CheckImportMemory) for one whose items would take import past
+// (ImportMemory::Check) for one whose items would take import past
 // `memory_limit`; the caller names the file. Reads the header a value at
 // a time (JsonReader), keeping only the items: at most `memory_limit` of
 // them by the estimate (past it, it only counts them, to say how many
@@ -158,7 +178,7 @@ Result<uint64_t> ParseSafetensors(
 // dtype and shape without overflow; and, as safetensors' own reader
 // requires, tensors that tile the data exactly, without gaps or overlaps.
 // Corruption naming the file and the tensor otherwise; InvalidArgument if
-// its items would take import past `memory_limit` (CheckImportMemory).
+// its items would take import past `memory_limit` (ImportMemory::Check).
 //
 // "__metadata__" entries become byte items, verbatim, except those listed
 // under kBase64ItemsKey (written by ExportSafetensors), which are decoded.

@@ -147,8 +147,7 @@ class HeaderReader {
         /*check_duplicate_keys=*/false));
     ROCKSDCP_RETURN_IF_ERROR(reader_.Finish());
     if (over_limit_) {
-      Status s = CheckImportMemory(out_->tensors, out_->byte_items, name_bytes_,
-                                   value_bytes_, memory_limit_);
+      Status s = memory_.Check(memory_limit_);
       return Status(s.code(),
                     s.message() + "; import it as several smaller files");
     }
@@ -156,15 +155,11 @@ class HeaderReader {
   }
 
  private:
-  // Counts an item of the file; false once the estimate is past the
-  // limit, from when on nothing is kept: the items are only counted, for
-  // the error to say how many there are.
-  bool Admit(size_t name_bytes, size_t value_bytes) {
-    name_bytes_ += name_bytes;
-    value_bytes_ += value_bytes;
-    if (!over_limit_ &&
-        ImportMemoryEstimate(out_->tensors + out_->byte_items, name_bytes_,
-                             value_bytes_) > memory_limit_) {
+  // Whether to keep an item just counted in memory_: false once the
+  // estimate is past the limit, from when on nothing is kept. The items
+  // are only counted, for the error to say what the file holds.
+  bool Keep() {
+    if (!over_limit_ && memory_.estimate() > memory_limit_) {
       over_limit_ = true;
       out_->items = StateDict();
       spans_ = std::vector<Span>();
@@ -188,7 +183,8 @@ class HeaderReader {
     ROCKSDCP_ASSIGN_OR_RETURN(TensorEntry t,
                               ParseTensorEntry(name, v, data_size_));
     ++out_->tensors;
-    if (!Admit(name.size(), 0)) return Status::OK();
+    memory_.AddTensor(name, t.end - t.begin);
+    if (!Keep()) return Status::OK();
     // Save only reads the tensors: the read-only mapping is never written.
     auto [it, inserted] = out_->items.try_emplace(
         std::move(name),
@@ -229,7 +225,8 @@ class HeaderReader {
             return Status::OK();
           }
           ++out_->byte_items;
-          if (!Admit(key.size(), value.size())) return Status::OK();
+          memory_.AddByteItem(key, value.size());
+          if (!Keep()) return Status::OK();
           auto [it, inserted] =
               out_->items.try_emplace(std::move(key), std::move(value));
           if (!inserted) {
@@ -320,8 +317,7 @@ class HeaderReader {
   SafetensorsItems* out_;
   std::vector<Span> spans_;
   bool seen_metadata_ = false;
-  uint64_t name_bytes_ = 0;
-  uint64_t value_bytes_ = 0;
+  ImportMemory memory_;
   bool over_limit_ = false;
 };
 
@@ -334,28 +330,50 @@ std::optional<std::string_view> SafetensorsDTypeName(DType dtype) {
   return std::nullopt;
 }
 
-uint64_t ImportMemoryEstimate(uint64_t items, uint64_t name_bytes,
-                              uint64_t value_bytes) {
-  // Saturating: the counts come from files.
-  uint64_t total = 0;
-  for (auto [n, each] : {std::pair{items, kImportBytesPerItem},
-                         std::pair{name_bytes, kImportBytesPerNameByte},
-                         std::pair{value_bytes, uint64_t{1}}}) {
-    uint64_t part;
-    if (__builtin_mul_overflow(n, each, &part) ||
-        __builtin_add_overflow(total, part, &total)) {
-      return UINT64_MAX;
-    }
-  }
-  return total;
+namespace {
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  uint64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
 }
 
-Status CheckImportMemory(uint64_t tensors, uint64_t byte_items,
-                         uint64_t name_bytes, uint64_t value_bytes,
-                         uint64_t limit) {
-  const uint64_t estimate =
-      ImportMemoryEstimate(tensors + byte_items, name_bytes, value_bytes);
-  if (estimate <= limit) return Status::OK();
+uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+  uint64_t product;
+  return __builtin_mul_overflow(a, b, &product) ? UINT64_MAX : product;
+}
+
+}  // namespace
+
+void ImportMemory::AddTensor(std::string_view name, uint64_t bytes) {
+  ++tensors_;
+  tensor_bytes_ = SaturatingAdd(tensor_bytes_, bytes);
+  Add(name, bytes);
+}
+
+void ImportMemory::AddByteItem(std::string_view name, uint64_t bytes) {
+  ++byte_items_;
+  byte_item_bytes_ = SaturatingAdd(byte_item_bytes_, bytes);
+  estimate_ = SaturatingAdd(estimate_, bytes);  // The value, held once.
+  Add(name, bytes);
+}
+
+void ImportMemory::Add(std::string_view name, uint64_t bytes) {
+  // The pieces import's writer cuts the item into; an empty item is one.
+  static const uint64_t piece_bytes = RocksDBWriterOptions().max_piece_bytes;
+  const uint64_t pieces =
+      std::max<uint64_t>(1, bytes / piece_bytes + (bytes % piece_bytes != 0));
+  name_bytes_ = SaturatingAdd(name_bytes_, name.size());
+  const uint64_t item = SaturatingAdd(
+      kImportBytesPerItem, SaturatingMul(kImportBytesPerNameByte, name.size()));
+  const uint64_t per_piece =
+      SaturatingAdd(kImportBytesPerPiece,
+                    SaturatingMul(kImportBytesPerPieceNameByte, name.size()));
+  estimate_ = SaturatingAdd(
+      estimate_, SaturatingAdd(item, SaturatingMul(pieces, per_piece)));
+}
+
+Status ImportMemory::Check(uint64_t limit) const {
+  if (estimate_ <= limit) return Status::OK();
   // The estimate rounded up; the limit exactly.
   auto mib = [](uint64_t b) {
     return std::to_string(b / (1 << 20) + (b % (1 << 20) != 0)) + " MiB";
@@ -366,13 +384,12 @@ Status CheckImportMemory(uint64_t tensors, uint64_t byte_items,
     return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
   };
   return Status::InvalidArgument(
-      count(tensors, "tensor") + " and " + count(byte_items, "byte item") +
-      " (" + count(name_bytes, "byte") + " of names, " +
-      std::to_string(value_bytes) + " of byte items) would take about " +
-      mib(estimate) + " of memory to import, more than its limit of " +
-      limit_text + " (it counts " + std::to_string(kImportBytesPerItem) +
-      " bytes an item, " + std::to_string(kImportBytesPerNameByte) +
-      " a byte of name, and the byte items' bytes)");
+      count(tensors_, "tensor") + " and " + count(byte_items_, "byte item") +
+      " (" + count(name_bytes_, "byte") + " of names, " +
+      std::to_string(tensor_bytes_) + " of tensor data, " +
+      std::to_string(byte_item_bytes_) + " of byte items) would take about " +
+      mib(estimate_) + " of memory to import, more than its limit of " +
+      limit_text);
 }
 
 Status ParseSafetensorsItems(std::string_view file, uint64_t memory_limit,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base64.h"
 #include "tools/tools_test_util.h"
 
 namespace rocksdcp::tools {
@@ -510,61 +511,91 @@ TEST_F(SafetensorsTest, ImportSaysWhatTheHeaderSizeIsAndWhatItMayBe) {
                            "safetensors"));
 }
 
-// A header of `n` one-byte U8 tensors named t0, t1, ...
-std::string ManyTensors(int n) {
-  std::string header = "{";
+// The header entries of `n` one-byte U8 tensors named t0, t1, ..., whose
+// data is n bytes.
+std::string TensorEntries(int n) {
+  std::string entries;
   for (int i = 0; i < n; ++i) {
-    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
-              "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" +
-              std::to_string(i) + "," + std::to_string(i + 1) + "]}";
+    entries += (i ? ",\"t" : "\"t") + std::to_string(i) +
+               "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" +
+               std::to_string(i) + "," + std::to_string(i + 1) + "]}";
   }
-  return MakeFile(header + "}", std::string(n, 'x'));
+  return entries;
+}
+
+// A file of those tensors.
+std::string ManyTensors(int n) {
+  return MakeFile("{" + TensorEntries(n) + "}", std::string(n, 'x'));
 }
 
 TEST_F(SafetensorsTest, ImportRefusesAFileWhoseItemsWouldTakeTooMuchMemory) {
-  // 100,000 tensors: 200 MB to import (the library's plan and metadata of
-  // each item, mostly), past the 192 MiB import allows. The whole header
-  // is read, to say what it holds.
+  // 100,000 tensors: over 200 MB to import (the library's plan and
+  // metadata of each item, mostly), past the 192 MiB import allows. The
+  // whole header is read, to say what it holds.
   WriteFile(Out("many.safetensors"), ManyTensors(100'000));
   EXPECT_THAT(
       ImportSafetensors(Out("many.safetensors"), *store_, "many"),
       StatusIs(StatusCode::kInvalidArgument,
                "safetensors file '" + Out("many.safetensors") +
                    "': 100000 tensors and 0 byte items (588890 bytes of "
-                   "names, 0 of byte items) would take about 209 MiB of "
-                   "memory to import, more than its limit of 192 MiB (it "
-                   "counts 2048 bytes an item, 24 a byte of name, and the "
-                   "byte items' bytes); import it as several smaller files"));
+                   "names, 100000 of tensor data, 0 of byte items) would "
+                   "take about 217 MiB of memory to import, more than its "
+                   "limit of 192 MiB; import it as several smaller files"));
   ASSERT_OK_AND_ASSIGN(auto list, store_->List());
   EXPECT_TRUE(list.empty());
 }
 
-TEST_F(SafetensorsTest, ImportCountsItemsNamesAndByteItemsAgainstItsLimit) {
-  // Each tensor "tN" is one item and its name's bytes.
-  WriteFile(Out("ten.safetensors"), ManyTensors(10));
-  const uint64_t ten = ImportMemoryEstimate(10, 10 * 2, 0);
-  EXPECT_EQ(ten, 10 * kImportBytesPerItem + 20 * kImportBytesPerNameByte);
-  ASSERT_OK_AND_ASSIGN(SafetensorsFile f,
-                       SafetensorsFile::Open(Out("ten.safetensors"), ten));
-  EXPECT_EQ(f.tensors(), 10u);
-  EXPECT_THAT(SafetensorsFile::Open(Out("ten.safetensors"), ten - 1).status(),
+TEST(ImportMemoryTest, CountsItemsNamesPiecesAndByteItems) {
+  const uint64_t piece = RocksDBWriterOptions().max_piece_bytes;
+  ImportMemory m;
+  m.AddTensor("w", 0);  // An empty tensor is still one piece.
+  uint64_t want = kImportBytesPerItem + kImportBytesPerNameByte +
+                  kImportBytesPerPiece + kImportBytesPerPieceNameByte;
+  EXPECT_EQ(m.estimate(), want);
+  // Each piece names the item: a long name costs with every piece of it.
+  const std::string name(1000, 'n');
+  m.AddTensor(name, 8 * piece + 1);
+  want += kImportBytesPerItem + 1000 * kImportBytesPerNameByte +
+          9 * (kImportBytesPerPiece + 1000 * kImportBytesPerPieceNameByte);
+  EXPECT_EQ(m.estimate(), want);
+  // A byte item's value is held too.
+  m.AddByteItem("k", 100);
+  want += kImportBytesPerItem + kImportBytesPerNameByte + 100 +
+          kImportBytesPerPiece + kImportBytesPerPieceNameByte;
+  EXPECT_EQ(m.estimate(), want);
+  EXPECT_OK(m.Check(want));
+  EXPECT_THAT(m.Check(want - 1),
               StatusIs(StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("10 tensors and 0 byte items (20 bytes "
-                                       "of names, 0 of byte items)"),
-                             HasSubstr("more than its limit of " +
-                                       std::to_string(ten - 1) + " bytes"))));
+                       "2 tensors and 1 byte item (1002 bytes of names, " +
+                           std::to_string(8 * piece + 1) +
+                           " of tensor data, 100 of byte items) would take "
+                           "about 1 MiB of memory to import, more than its "
+                           "limit of " +
+                           std::to_string(want - 1) + " bytes"));
+  // Sums saturate, whatever a header claims.
+  m.AddByteItem(name, UINT64_MAX);
+  EXPECT_EQ(m.estimate(), UINT64_MAX);
+}
 
-  // A byte item counts its value too.
-  WriteFile(
-      Out("meta.safetensors"),
-      MakeFile("{\"__metadata__\":{\"k\":\"" + std::string(1000, 'v') + "\"}}",
-               ""));
-  const uint64_t meta = ImportMemoryEstimate(1, 1, 1000);
-  ASSERT_OK(SafetensorsFile::Open(Out("meta.safetensors"), meta).status());
-  EXPECT_THAT(SafetensorsFile::Open(Out("meta.safetensors"), meta - 1).status(),
-              StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("0 tensors and 1 byte item (1 byte of "
-                                 "names, 1000 of byte items)")));
+TEST_F(SafetensorsTest, ImportCountsEveryItemOfTheFileAgainstItsLimit) {
+  WriteFile(Out("ten.safetensors"),
+            MakeFile("{\"__metadata__\":{\"k\":\"" + std::string(1000, 'v') +
+                         "\"}," + TensorEntries(10) + "}",
+                     std::string(10, 'x')));
+  ImportMemory want;
+  want.AddByteItem("k", 1000);
+  for (int i = 0; i < 10; ++i) want.AddTensor("t" + std::to_string(i), 1);
+  ASSERT_OK_AND_ASSIGN(
+      SafetensorsFile f,
+      SafetensorsFile::Open(Out("ten.safetensors"), want.estimate()));
+  EXPECT_EQ(f.tensors(), 10u);
+  EXPECT_EQ(f.byte_items(), 1u);
+  EXPECT_THAT(
+      SafetensorsFile::Open(Out("ten.safetensors"), want.estimate() - 1)
+          .status(),
+      StatusIs(StatusCode::kInvalidArgument,
+               HasSubstr("10 tensors and 1 byte item (21 bytes of names, 10 "
+                         "of tensor data, 1000 of byte items)")));
 }
 
 TEST_F(SafetensorsTest, ImportedTensorsAreViewsOfTheFileNotCopies) {
@@ -580,25 +611,32 @@ TEST_F(SafetensorsTest, ImportedTensorsAreViewsOfTheFileNotCopies) {
 
 TEST_F(SafetensorsTest, ExportRefusesWhatImportWouldRefuseForItsMemory) {
   ExportedExample();
-  uint64_t names = 0;
-  uint64_t values = 0;
+  // What import counts: each item, and a byte item's value as the header
+  // holds it (base64 unless UTF-8).
+  ImportMemory want;
   for (const auto& [name, value] : example_.dict) {
-    names += name.size();
     if (const auto* bytes = std::get_if<std::string>(&value)) {
-      values += bytes->size();
+      want.AddByteItem(
+          name, IsUtf8(*bytes) ? bytes->size() : Base64Encode(*bytes).size());
+    } else {
+      want.AddTensor(name, Bytes(std::get<TensorView>(value)).size());
     }
   }
-  const uint64_t need = ImportMemoryEstimate(6, names, values);
   EXPECT_OK(ExportSafetensors(*store_, "ck", Out("fits.safetensors"), {},
-                              kDefaultBufferBytes, need));
+                              kDefaultBufferBytes, want.estimate()));
+  EXPECT_OK(
+      SafetensorsFile::Open(Out("fits.safetensors"), want.estimate()).status());
   EXPECT_THAT(
       ExportSafetensors(*store_, "ck", Out("x.safetensors"), {},
-                        kDefaultBufferBytes, need - 1),
+                        kDefaultBufferBytes, want.estimate() - 1),
       StatusIs(StatusCode::kInvalidArgument,
                HasSubstr("checkpoint 'ck': import could not read it back: 3 "
-                         "tensors and 3 byte items (" +
-                         std::to_string(names) + " bytes of names, " +
-                         std::to_string(values) + " of byte items)")));
+                         "tensors and 3 byte items")));
+  EXPECT_THAT(
+      SafetensorsFile::Open(Out("fits.safetensors"), want.estimate() - 1)
+          .status(),
+      StatusIs(StatusCode::kInvalidArgument,
+               HasSubstr("3 tensors and 3 byte items")));
   EXPECT_THAT(ListDir(dir_.path().string()),
               ElementsAre("ck.safetensors", "fits.safetensors", "store"));
 }
