@@ -545,7 +545,7 @@ TEST_F(SafetensorsTest, ImportRefusesAFileWhoseItemsWouldTakeTooMuchMemory) {
   EXPECT_TRUE(list.empty());
 }
 
-TEST(ImportMemoryTest, CountsItemsNamesPiecesAndByteItems) {
+TEST(SafetensorsImportMemoryTest, CountsItemsNamesPiecesAndByteItems) {
   const uint64_t piece = RocksDBWriterOptions().max_piece_bytes;
   ImportMemory m;
   m.AddTensor("w", 0);  // An empty tensor is still one piece.
