@@ -79,7 +79,7 @@ void PrintDeleted(const Args& a, const std::vector<std::string>& deleted,
                   const std::vector<std::string>& kept) {
   if (!a.json) {
     for (const std::string& id : deleted) {
-      std::printf("deleted %s\n", Printable(id).c_str());
+      Print("deleted %s\n", Printable(id).c_str());
     }
     return;
   }
@@ -127,14 +127,19 @@ int RunLs(const Args& a) {
     PrintJson(j);
     return kExitOk;
   }
-  std::printf("%-24s %-10s %-20s %12s %8s %6s\n", "ID", "STATE", "CREATED",
-              "BYTES", "ITEMS", "WORLD");
-  for (const CheckpointInfo& c : *list) {
-    std::printf("%-24s %-10s %-20s %12s %8" PRIu64 " %6d\n",
-                Printable(c.id).c_str(),
-                StateName(c.state), TimeString(c.created_unix_micros).c_str(),
-                HumanBytes(c.bytes).c_str(), c.items, c.world_size);
-  }
+  PrintTable({{"ID"},
+              {"STATE"},
+              {"CREATED"},
+              {"BYTES", /*right=*/true},
+              {"ITEMS", /*right=*/true},
+              {"WORLD", /*right=*/true}},
+             [&](const auto& row) {
+               for (const CheckpointInfo& c : *list) {
+                 row({Printable(c.id), StateName(c.state),
+                      TimeString(c.created_unix_micros), HumanBytes(c.bytes),
+                      std::to_string(c.items), std::to_string(c.world_size)});
+               }
+             });
   return kExitOk;
 }
 
@@ -149,58 +154,60 @@ int RunInfo(const Args& a) {
   if (!c.ok()) return Fail("info", c.status());
   const Metadata& md = c->metadata;
 
+  if (!a.json) {
+    Print("checkpoint %s: %s, created %s, %s in %" PRIu64
+          " items, world size %d\n",
+          Printable(id).c_str(), StateName(info->state),
+          TimeString(info->created_unix_micros).c_str(),
+          HumanBytes(info->bytes).c_str(), info->items, info->world_size);
+    PrintTable(
+        {{"FQN"},
+         {"DTYPE"},
+         {"SHAPE"},
+         {"CHUNKS", /*right=*/true},
+         {"BYTES", /*right=*/true}},
+        [&](const auto& row) {
+          for (const auto& [fqn, meta] : md.state_dict_metadata) {
+            const auto* t = std::get_if<TensorStorageMetadata>(&meta);
+            if (t == nullptr) {
+              row({Printable(fqn), "bytes", "-", "1", "-"});
+              continue;
+            }
+            std::optional<uint64_t> bytes =
+                TensorBytes(t->properties.dtype, t->size);
+            row({Printable(fqn), std::string(DTypeName(t->properties.dtype)),
+                 ShapeText(t->size), std::to_string(t->chunks.size()),
+                 bytes ? std::to_string(*bytes) : "?"});
+          }
+        });
+    return kExitOk;
+  }
   JsonWriter j;
-  if (a.json) {
-    j.BeginObject().Key("store").String(path).Key("checkpoint");
-    CheckpointJson(j, *info);
-    j.Key("items").BeginArray();
-  } else {
-    std::printf("checkpoint %s: %s, created %s, %s in %" PRIu64
-                " items, world size %d\n",
-                Printable(id).c_str(), StateName(info->state),
-                TimeString(info->created_unix_micros).c_str(),
-                HumanBytes(info->bytes).c_str(), info->items, info->world_size);
-    std::printf("%-40s %-10s %-20s %7s %12s\n", "FQN", "DTYPE", "SHAPE",
-                "CHUNKS", "BYTES");
-  }
+  j.BeginObject().Key("store").String(path).Key("checkpoint");
+  CheckpointJson(j, *info);
+  j.Key("items").BeginArray();
   for (const auto& [fqn, meta] : md.state_dict_metadata) {
-    const auto* t = std::get_if<TensorStorageMetadata>(&meta);
-    if (a.json) {
-      j.BeginObject().Key("fqn").String(fqn);
-      if (t != nullptr) {
-        std::optional<uint64_t> bytes =
-            TensorBytes(t->properties.dtype, t->size);
-        j.Key("type").String("tensor");
-        j.Key("dtype").String(DTypeName(t->properties.dtype));
-        j.Key("shape").IntArray(t->size);
-        j.Key("chunks").Uint(t->chunks.size());
-        j.Key("bytes");
-        if (bytes)
-          j.Uint(*bytes);
-        else
-          j.Null();
-      } else {
-        j.Key("type").String("bytes");
-        j.Key("dtype").Null().Key("shape").Null();
-        j.Key("chunks").Uint(1).Key("bytes").Null();
-      }
-      j.EndObject();
-    } else if (t != nullptr) {
-      std::optional<uint64_t> bytes =
-          TensorBytes(t->properties.dtype, t->size);
-      std::printf("%-40s %-10s %-20s %7zu %12s\n", Printable(fqn).c_str(),
-                  std::string(DTypeName(t->properties.dtype)).c_str(),
-                  ShapeText(t->size).c_str(), t->chunks.size(),
-                  bytes ? std::to_string(*bytes).c_str() : "?");
+    j.BeginObject().Key("fqn").String(fqn);
+    if (const auto* t = std::get_if<TensorStorageMetadata>(&meta)) {
+      std::optional<uint64_t> bytes = TensorBytes(t->properties.dtype, t->size);
+      j.Key("type").String("tensor");
+      j.Key("dtype").String(DTypeName(t->properties.dtype));
+      j.Key("shape").IntArray(t->size);
+      j.Key("chunks").Uint(t->chunks.size());
+      j.Key("bytes");
+      if (bytes)
+        j.Uint(*bytes);
+      else
+        j.Null();
     } else {
-      std::printf("%-40s %-10s %-20s %7d %12s\n", Printable(fqn).c_str(),
-                  "bytes", "-", 1, "-");
+      j.Key("type").String("bytes");
+      j.Key("dtype").Null().Key("shape").Null();
+      j.Key("chunks").Uint(1).Key("bytes").Null();
     }
+    j.EndObject();
   }
-  if (a.json) {
-    j.EndArray().EndObject();
-    PrintJson(j);
-  }
+  j.EndArray().EndObject();
+  PrintJson(j);
   return kExitOk;
 }
 
@@ -263,27 +270,26 @@ int RunVerify(const Args& a) {
       continue;
     }
     if (c.ok()) {
-      std::printf("%s: ok (%" PRIu64 " items, %" PRIu64 " pieces, %s)\n",
-                  Printable(c.checkpoint_id).c_str(), c.items_checked, c.pieces_checked,
-                  HumanBytes(c.bytes_checked).c_str());
+      Print("%s: ok (%" PRIu64 " items, %" PRIu64 " pieces, %s)\n",
+            Printable(c.checkpoint_id).c_str(), c.items_checked,
+            c.pieces_checked, HumanBytes(c.bytes_checked).c_str());
       continue;
     }
     // One line per damaged item, every one of them; each piece's problem
     // is in --json (up to VerifyOptions::max_problems).
-    std::printf("%s: CORRUPTED (%zu damaged items, %" PRIu64 " problems)\n",
-                Printable(c.checkpoint_id).c_str(), c.damaged_items.size(),
-                c.problems.size() + c.unlisted_problems);
+    Print("%s: CORRUPTED (%zu damaged items, %" PRIu64 " problems)\n",
+          Printable(c.checkpoint_id).c_str(), c.damaged_items.size(),
+          c.problems.size() + c.unlisted_problems);
     for (const VerifyProblem& p : c.problems) {
       if (p.item) continue;
-      std::printf("  (checkpoint): %s\n",
-                  Printable(p.status.message()).c_str());
+      Print("  (checkpoint): %s\n", Printable(p.status.message()).c_str());
     }
     for (const DamagedItem& d : c.damaged_items) {
       const std::string count =
           d.bad_pieces > 0 ? std::to_string(d.bad_pieces) + " bad pieces"
                            : std::to_string(d.problems) + " problems";
-      std::printf("  %s: %s; first: %s\n", Printable(d.fqn).c_str(),
-                  count.c_str(), Printable(d.first_problem.message()).c_str());
+      Print("  %s: %s; first: %s\n", Printable(d.fqn).c_str(), count.c_str(),
+            Printable(d.first_problem.message()).c_str());
     }
   }
   if (a.json) {
@@ -338,7 +344,7 @@ int RunKeepLast(const Args& a) {
   if (!report.ok()) return Fail("keep-last", report.status());
   if (!a.json) {
     for (const std::string& id : report->kept) {
-      std::printf("keeping %s\n", Printable(id).c_str());
+      Print("keeping %s\n", Printable(id).c_str());
     }
   }
   PrintDeleted(a, report->deleted, report->kept);
@@ -365,14 +371,14 @@ int RunGc(const Args& a) {
   }
   const char* verb = dry ? "would drop" : "dropped";
   for (const auto& cf : report->dropped_column_families) {
-    std::printf("%s column family %s\n", verb, Printable(cf).c_str());
+    Print("%s column family %s\n", verb, Printable(cf).c_str());
   }
   for (const auto& f : report->deleted_staging_files) {
-    std::printf("%s staging file %s\n", dry ? "would delete" : "deleted",
-                Printable(f).c_str());
+    Print("%s staging file %s\n", dry ? "would delete" : "deleted",
+          Printable(f).c_str());
   }
-  std::printf("%s %s (%" PRIu64 " bytes)\n", dry ? "would free" : "freed",
-              HumanBytes(report->freed_bytes).c_str(), report->freed_bytes);
+  Print("%s %s (%" PRIu64 " bytes)\n", dry ? "would free" : "freed",
+        HumanBytes(report->freed_bytes).c_str(), report->freed_bytes);
   return kExitOk;
 }
 
@@ -392,8 +398,8 @@ int RunDump(const Args& a) {
         .EndObject();
     PrintJson(j);
   } else {
-    std::printf("wrote %s to %s\n", Printable(a.positional[2]).c_str(),
-                Printable(out).c_str());
+    Print("wrote %s to %s\n", Printable(a.positional[2]).c_str(),
+          Printable(out).c_str());
   }
   return kExitOk;
 }
@@ -412,10 +418,9 @@ int RunExport(const Args& a) {
     StatsJson(j, *st);
     PrintJson(j.EndObject());
   } else {
-    std::printf("wrote %" PRIu64 " tensors, %" PRIu64
-                " byte items (%s) to %s\n",
-                st->tensors, st->byte_items, HumanBytes(st->bytes).c_str(),
-                Printable(out).c_str());
+    Print("wrote %" PRIu64 " tensors, %" PRIu64 " byte items (%s) to %s\n",
+          st->tensors, st->byte_items, HumanBytes(st->bytes).c_str(),
+          Printable(out).c_str());
   }
   return kExitOk;
 }
@@ -443,10 +448,9 @@ int RunImport(const Args& a) {
     StatsJson(j, *st);
     PrintJson(j.EndObject());
   } else {
-    std::printf("imported %" PRIu64 " tensors, %" PRIu64
-                " byte items (%s) as %s\n",
-                st->tensors, st->byte_items, HumanBytes(st->bytes).c_str(),
-                Printable(a.positional[2]).c_str());
+    Print("imported %" PRIu64 " tensors, %" PRIu64 " byte items (%s) as %s\n",
+          st->tensors, st->byte_items, HumanBytes(st->bytes).c_str(),
+          Printable(a.positional[2]).c_str());
   }
   return kExitOk;
 }

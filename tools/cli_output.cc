@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 
@@ -46,7 +48,68 @@ std::string Printable(std::string_view s) {
   return out;
 }
 
-void PrintJson(const JsonWriter& j) { std::printf("%s\n", j.str().c_str()); }
+namespace {
+// The errno of the first write to stdout that failed, or 0.
+int output_error = 0;
+}  // namespace
+
+void Print(const char* format, ...) {
+  if (output_error != 0) return;
+  std::va_list args;
+  va_start(args, format);
+  // vprintf fails when a write of its buffer to stdout fails, with that
+  // write's errno.
+  if (std::vprintf(format, args) < 0) output_error = errno != 0 ? errno : EIO;
+  va_end(args);
+}
+
+int FinishOutput() {
+  if (output_error == 0 && std::fflush(stdout) != 0) {
+    output_error = errno != 0 ? errno : EIO;
+  }
+  if (output_error == 0 && std::ferror(stdout)) output_error = EIO;
+  return output_error;
+}
+
+void PrintJson(const JsonWriter& j) { Print("%s\n", j.str().c_str()); }
+
+size_t DisplayWidth(std::string_view s) {
+  // Every byte but UTF-8's continuation bytes (10xxxxxx) starts a code
+  // point.
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  }));
+}
+
+void PrintTable(const std::vector<TableColumn>& columns,
+                const TableRows& rows) {
+  std::vector<size_t> widths;
+  for (const TableColumn& c : columns) widths.push_back(DisplayWidth(c.title));
+  rows([&](const TableRow& row) {
+    for (size_t i = 0; i < widths.size() && i < row.size(); ++i) {
+      widths[i] = std::max(widths[i], DisplayWidth(row[i]));
+    }
+  });
+  auto print_row = [&](const std::vector<std::string_view>& cells) {
+    std::string line;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string_view cell = i < cells.size() ? cells[i] : "";
+      const size_t width = DisplayWidth(cell);
+      const std::string pad(widths[i] > width ? widths[i] - width : 0, ' ');
+      if (i > 0) line += "  ";
+      if (columns[i].right) line += pad;
+      line += cell;
+      if (!columns[i].right && i + 1 < widths.size()) line += pad;
+    }
+    Print("%s\n", line.c_str());
+  };
+  std::vector<std::string_view> titles;
+  for (const TableColumn& c : columns) titles.push_back(c.title);
+  print_row(titles);
+  rows([&](const TableRow& row) {
+    print_row(std::vector<std::string_view>(row.begin(), row.end()));
+  });
+}
 
 std::string HumanBytes(uint64_t b) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -5,8 +5,10 @@
 #define ROCKSDCP_TOOLS_CLI_OUTPUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "json.h"
 #include "rocksdcp/rocksdcp.h"
@@ -18,8 +20,40 @@ namespace rocksdcp::tools {
 // and an escape sequence in one would drive the user's terminal.
 std::string Printable(std::string_view s);
 
+// Prints on stdout, as printf. Every command's output goes through it, so
+// that the first failed write is known (FinishOutput); from then on, the
+// output being lost, it prints nothing more.
+void Print(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// Flushes stdout and returns the errno of the first write to it that
+// failed (EPIPE: the reader went away; ENOSPC: a full disk), or 0.
+int FinishOutput();
+
 // Prints a --json document and a newline on stdout.
 void PrintJson(const JsonWriter& j);
+
+// The columns `s` takes on a terminal: its UTF-8 code points. Printable()
+// text is UTF-8; a wide character (CJK) counts as one column, not two.
+size_t DisplayWidth(std::string_view s);
+
+// A column of a text table: its title, and whether its cells are aligned
+// right (numbers) or left.
+struct TableColumn {
+  const char* title;
+  bool right = false;
+};
+using TableRow = std::vector<std::string>;
+// Calls its argument with each row of a table, in order.
+using TableRows =
+    std::function<void(const std::function<void(const TableRow&)>&)>;
+
+// Prints a table: the titles, then the rows, each column as wide as its
+// widest cell (title included), two spaces apart; the last column is not
+// padded. `rows` is called twice, to measure and then to print, and must
+// give the same rows both times (cells already Printable): no row is kept,
+// so a table of a million items takes no memory of its own.
+// REQUIRES: every row has one cell per column.
+void PrintTable(const std::vector<TableColumn>& columns, const TableRows& rows);
 
 // "512 B", "9.8 KiB", "1.5 GiB".
 std::string HumanBytes(uint64_t b);

@@ -1,5 +1,6 @@
 // JSON for the rocksdcp CLI: a writer for --json output and safetensors
-// headers, and a strict reader for safetensors headers (untrusted input).
+// headers, and a strict reader for safetensors headers (untrusted input),
+// whole or a value at a time.
 // Strings are UTF-8 on the way in and on the way out.
 
 #ifndef ROCKSDCP_TOOLS_JSON_H_
@@ -94,22 +95,75 @@ struct JsonMember {
 //
 // A parsed value takes about 120 bytes: the default bounds the result to
 // about 250 MB whatever the text, where a 100 MB text of "[1,1,1,..." would
-// otherwise parse into 6 GB.
+// otherwise parse into 6 GB. To read a large document, use JsonReader and
+// keep only what is needed of it.
 inline constexpr uint64_t kDefaultMaxJsonValues = uint64_t{1} << 21;
 Result<Json> ParseJson(std::string_view text, std::string_view what,
                        uint64_t max_values = kDefaultMaxJsonValues);
 
-// Receives one member of a top-level object: its key and parsed value.
-using JsonMemberFn = std::function<Status(std::string key, Json value)>;
+// Reads one document by ParseJson's rules a value at a time, so that the
+// caller keeps what it needs of it rather than its tree: import reads a
+// safetensors header of a million tensors this way, in the memory of one
+// tensor's entry. Each Read call consumes one value, in document order;
+// Finish() then checks that only whitespace is left. Errors are ParseJson's
+// (Corruption "invalid JSON at byte N of <what>: ..."); after one, the
+// reader is spent.
+// Not thread-safe. `text` must outlive the reader.
+class JsonReader {
+ public:
+  JsonReader(std::string_view text, std::string_view what)
+      : s_(text), what_(what) {}
 
-// Parses `text` as ParseJson does, but it must be an object, and each
-// member goes to `on_member` as soon as it is parsed, then is dropped:
-// memory holds one member's value at a time (at most `max_member_values`
-// values), whatever the number of members. Keys are checked for
-// duplicates. An error from `on_member` stops the parse and is returned.
-Status ParseJsonObject(std::string_view text, std::string_view what,
-                       const JsonMemberFn& on_member,
-                       uint64_t max_member_values = kDefaultMaxJsonValues);
+  // The kind of the next value, which is left unread. Corruption at the end
+  // of the text or at a character no value starts with.
+  Result<Json::Kind> Peek();
+
+  // Reads an object, calling `on_member` with each key as it comes;
+  // `on_member` must read that member's value with one Read call. An error
+  // from it stops the read and is returned. With `check_duplicate_keys`
+  // false the caller finds duplicates itself (it keeps the keys anyway):
+  // the set of a large object's keys would be the largest thing a read
+  // holds.
+  using MemberFn = std::function<Status(std::string key)>;
+  Status ReadObject(const MemberFn& on_member,
+                    bool check_duplicate_keys = true);
+
+  // Reads a string value into *out (Corruption if the value is another
+  // kind).
+  Status ReadString(std::string* out);
+
+  // Reads a value whole, as a tree of at most `max_values` values (objects,
+  // arrays and their members count).
+  Status ReadValue(Json* out, uint64_t max_values);
+
+  // Corruption unless only whitespace is left.
+  Status Finish();
+
+  // Corruption "invalid JSON at byte <here> of <what>: <message>", for a
+  // caller's own checks of the document (a duplicate key it found).
+  Status Error(std::string_view message) const;
+
+ private:
+  static constexpr int kMaxDepth = 64;
+
+  void SkipSpace();
+  bool Consume(std::string_view word);
+  Status Value(Json* v, int depth);
+  // The members of the object at pos_, each key handed to on_member.
+  template <typename Fn>
+  Status Members(bool check_duplicate_keys, const Fn& on_member);
+  Status Array(Json* v, int depth);
+  Status Number(Json* v);
+  Status Hex4(uint32_t* out);
+  Status String(std::string* out);
+
+  std::string_view s_;
+  std::string_view what_;
+  size_t pos_ = 0;
+  int depth_ = 0;            // Of the objects ReadObject is in.
+  uint64_t max_values_ = 0;  // Of the ReadValue running.
+  uint64_t values_ = 0;
+};
 
 }  // namespace rocksdcp::tools
 

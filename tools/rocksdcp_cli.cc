@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_commands.h"
+#include "cli_output.h"
 #include "files.h"
 
 namespace rocksdcp::tools {
@@ -203,11 +204,23 @@ int Main(int argc, char** argv) {
     if (!a.has(f)) return Usage(*cmd, f + " is required");
   }
   int rc = cmd->run(a);
-  // Output a script reads must not be lost silently: a full disk or a
-  // closed pipe behind stdout fails the command.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+  const int output_error = FinishOutput();
+  if (output_error == EPIPE) {
+    // The reader went away (`rocksdcp info ... | head`): not an error
+    // worth a message. As ls, grep and git do, the command ends by
+    // SIGPIPE (status 141 in a shell, so `set -o pipefail` sees it),
+    // unless it failed for another reason, whose exit code and message
+    // stand. The command has run to its end (its store is closed, and a
+    // change it made is made); only its output is lost.
+    if (rc == kExitOk) {
+      std::signal(SIGPIPE, SIG_DFL);
+      std::raise(SIGPIPE);
+    }
+  } else if (output_error != 0) {
+    // Output a script reads must not be lost silently: a full disk behind
+    // stdout fails the command.
     std::fprintf(stderr, "rocksdcp %s: cannot write the output: %s\n",
-                 cmd->name, std::strerror(errno));
+                 cmd->name, std::strerror(output_error));
     if (rc == kExitOk) rc = kExitFailed;
   }
   return rc;
@@ -219,8 +232,10 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // The library reports errors as values; only an allocation can throw. A
   // command that runs out of memory fails like any other, with exit 1.
-  // A closed pipe behind stdout is a write error (EPIPE, exit 1), not a
-  // silent death; Ctrl-C leaves no temporary file behind.
+  // A closed pipe behind stdout is a write error (EPIPE) that Main sees
+  // once the command has run, not a death in the middle of it (a store
+  // open read-write, an output file half written); Ctrl-C leaves no
+  // temporary file behind.
   std::signal(SIGPIPE, SIG_IGN);
   rocksdcp::tools::RemoveOutFilesOnSignals();
   try {

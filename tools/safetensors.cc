@@ -15,8 +15,9 @@
 namespace rocksdcp::tools {
 namespace {
 
-// How often an import lets go of the file's pages it has read.
-constexpr uint64_t kReleaseEveryBytes = uint64_t{64} << 20;
+// How often an import lets go of the file's pages it has read: one of the
+// CLI's buffers (kImportMemoryLimit counts on it).
+constexpr uint64_t kReleaseEveryBytes = kDefaultBufferBytes;
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is written as in memory: little-endian hosts "
@@ -25,9 +26,11 @@ static_assert(std::endian::native == std::endian::little,
 // ---- Export ----
 
 // Reads every byte item of the checkpoint in one load and writes them as
-// the body of "__metadata__" (without braces) into *json.
+// the body of "__metadata__" (without braces) into *json, counting each
+// into *import_memory.
 Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
-                     const std::vector<std::string>& fqns, std::string* json) {
+                     const std::vector<std::string>& fqns, std::string* json,
+                     ImportMemory* import_memory) {
   StateDict sd;
   for (const std::string& fqn : fqns) sd[fqn] = std::string();
   LoadOptions options;
@@ -44,10 +47,14 @@ Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
     if (!json->empty()) *json += ',';
     AppendJsonString(fqn, json);
     *json += ':';
+    // Import counts the value as the header holds it.
     if (IsUtf8(bytes)) {
       AppendJsonString(bytes, json);
+      import_memory->AddByteItem(fqn, bytes.size());
     } else {
-      AppendJsonString(Base64Encode(bytes), json);
+      const std::string base64 = Base64Encode(bytes);
+      AppendJsonString(base64, json);
+      import_memory->AddByteItem(fqn, base64.size());
       base64_names.String(fqn);
       any_base64 = true;
     }
@@ -74,7 +81,8 @@ Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
 Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
                                         const std::string& out_path,
                                         const ProgressCallback& progress,
-                                        size_t buffer_bytes) {
+                                        size_t buffer_bytes,
+                                        uint64_t import_memory_limit) {
   ROCKSDCP_ASSIGN_OR_RETURN(OpenCheckpoint c, OpenForRead(store, id));
   const std::string where = Where(store, id);
   // Check every item before reading any.
@@ -117,17 +125,22 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
     tensors.push_back(
         {.fqn = fqn, .dtype = md->properties.dtype, .size = md->size});
   }
+  // Import holds each item in memory while it saves them: tensors are
+  // counted here, byte items once read.
+  ImportMemory import_memory;
+  for (const StreamItem& t : tensors) {
+    import_memory.AddTensor(t.fqn, *TensorBytes(t.dtype, t.size));
+  }
+  auto check_import_memory = [&]() -> Status {
+    Status s = import_memory.Check(import_memory_limit);
+    if (s.ok()) return s;
+    return Status::InvalidArgument(
+        where + ": import could not read it back: " + s.message());
+  };
+  ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
   // The byte items' total (the catalog's payload less the tensors') bounds
   // the header before any is read: a 6 GB pickled byte item is refused, not
   // loaded.
-  // Import parses "__metadata__" as one JSON object of at most
-  // kDefaultMaxJsonValues values (each entry is 2, the object 1).
-  if (2 * (byte_fqns.size() + 1) + 1 > kDefaultMaxJsonValues) {
-    return Status::InvalidArgument(
-        where + ": " + std::to_string(byte_fqns.size()) +
-        " byte items; a safetensors header of rocksdcp's holds at most " +
-        std::to_string(kDefaultMaxJsonValues / 2 - 2));
-  }
   std::string metadata_json;
   if (!byte_fqns.empty()) {
     ROCKSDCP_ASSIGN_OR_RETURN(CheckpointInfo info, store.Info(id));
@@ -140,7 +153,8 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
           std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
     }
     ROCKSDCP_RETURN_IF_ERROR(
-        ByteItemsJson(store, id, c, byte_fqns, &metadata_json));
+        ByteItemsJson(store, id, c, byte_fqns, &metadata_json, &import_memory));
+    ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
   }
 
   // As safetensors' writer lays tensors out: by element size, largest
@@ -215,38 +229,34 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
                        .bytes = tensor_bytes};
 }
 
-Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
+Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path,
+                                              uint64_t memory_limit) {
   SafetensorsFile f;
   f.path_ = path;
   ROCKSDCP_RETURN_IF_ERROR(f.file_.Open(path));
-  auto data_offset = ParseSafetensors(
+  Status s = ParseSafetensorsItems(
       std::string_view(reinterpret_cast<const char*>(f.file_.data()),
                        f.file_.size()),
-      &f.tensors_, &f.byte_items_);
-  if (!data_offset.ok()) {
-    return data_offset.status().WithContext("safetensors file " +
-                                            Quoted(path));
-  }
-  f.data_ = f.file_.data() + *data_offset;
+      memory_limit, &f.items_);
+  // The header's pages (up to 100 MB) are read: they need not stay while
+  // the file is saved.
+  f.file_.ReleasePages();
+  if (!s.ok()) return s.WithContext("safetensors file " + Quoted(path));
   return f;
+}
+
+uint64_t SafetensorsFile::DataOffset(const TensorView& t) const {
+  return static_cast<uint64_t>(static_cast<const uint8_t*>(t.data) -
+                               file_.data()) -
+         items_.data_offset;
 }
 
 Result<TransferStats> SafetensorsFile::SaveTo(
     Store& store, const std::string& id, bool overwrite,
     const ProgressCallback& progress) const {
-  StateDict sd;
-  TransferStats stats;
-  for (const SafetensorsTensor& t : tensors_) {
-    // Save only reads the tensors: the read-only mapping is never written.
-    sd[t.name] = TensorView::Contiguous(
-        t.dtype, t.shape, const_cast<uint8_t*>(data_ + t.begin));
-    ++stats.tensors;
-    stats.bytes += t.end - t.begin;
-  }
-  for (const auto& [key, value] : byte_items_) {
-    sd[key] = value;
-    ++stats.byte_items;
-  }
+  const TransferStats stats{.tensors = items_.tensors,
+                            .byte_items = items_.byte_items,
+                            .bytes = file_.size() - items_.data_offset};
   RocksDBWriterOptions wo;
   wo.overwrite = overwrite;
   // Every kReleaseEveryBytes written, the mapping's pages leave the RSS
@@ -268,7 +278,7 @@ Result<TransferStats> SafetensorsFile::SaveTo(
   ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter(wo));
   SaveOptions so;
   so.checkpoint_id = id;
-  auto saved = Save(sd, *writer, so);
+  auto saved = Save(items_.items, *writer, so);
   if (!saved.ok()) {
     return saved.status().WithContext(Where(store, id) + ", importing " +
                                       Quoted(path_));

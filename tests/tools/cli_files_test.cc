@@ -1,10 +1,12 @@
 // The rocksdcp CLI's commands that read and write files outside the store
 // (dump, export, import), and what every command owes a script: valid JSON
-// whatever the names hold, a failure when its output is lost, and ids
-// named once.
+// whatever the names hold, a failure when its output is lost to a full
+// disk, a quiet end when the reader of its pipe has gone, and ids named
+// once.
 
 #include <unistd.h>
 
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -219,16 +221,54 @@ TEST_F(CliFilesTest, ARepeatedIdIsDeletedOnce) {
   EXPECT_THAT(ListedIds(), ElementsAre("c"));
 }
 
-TEST_F(CliFilesTest, LostOutputFailsTheCommand) {
+TEST_F(CliFilesTest, AFullDiskFailsTheCommand) {
   SaveExamples({"ck"});
   CloseStore();
-  CliRun full = Run({"ls", store_path(), "--json"}, "/dev/full");
-  EXPECT_EQ(full.exit_code, kFailed);
-  EXPECT_THAT(full.err, HasSubstr("cannot write the output"));
-  // A pipe whose reader has gone: EPIPE, exit 1, not death by SIGPIPE.
-  CliRun pipe = RunIntoClosedPipe({"ls", store_path(), "--json"});
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"ls", store_path(), "--json"},
+                                             {"info", store_path(), "ck"}}) {
+    CliRun full = Run(args, "/dev/full");
+    EXPECT_EQ(full.exit_code, kFailed) << args[0];
+    EXPECT_EQ(full.err, "rocksdcp " + args[0] +
+                            ": cannot write the output: No space left on "
+                            "device\n");
+  }
+}
+
+TEST_F(CliFilesTest, AClosedPipeEndsTheCommandQuietly) {
+  // As ls, grep and git: no message, and the end a shell reports as 141
+  // (128 + SIGPIPE), which `set -o pipefail` sees.
+  SaveExamples({"ck"});
+  CloseStore();
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"ls", store_path()},
+                                             {"ls", store_path(), "--json"},
+                                             {"info", store_path(), "ck"},
+                                             {"verify", store_path()}}) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    CliRun pipe = RunIntoClosedPipe(args);
+    EXPECT_EQ(pipe.signal, SIGPIPE);
+    EXPECT_EQ(pipe.err, "");
+  }
+}
+
+TEST_F(CliFilesTest, AClosedPipeHidesNoFailure) {
+  SaveExamples({"ck"});
+  CloseStore();
+  CliRun pipe = RunIntoClosedPipe({"info", store_path(), "nope"});
+  EXPECT_EQ(pipe.signal, 0);
   EXPECT_EQ(pipe.exit_code, kFailed);
-  EXPECT_THAT(pipe.err, HasSubstr("cannot write the output"));
+  EXPECT_THAT(pipe.err,
+              AllOf(HasSubstr("rocksdcp info: NotFound"), HasSubstr("'nope'")));
+}
+
+TEST_F(CliFilesTest, ACommandIntoAClosedPipeStillDoesItsWork) {
+  // Only the output is lost: rm has deleted, and closed the store.
+  SaveExamples({"a", "b"});
+  CloseStore();
+  CliRun pipe = RunIntoClosedPipe({"rm", store_path(), "a"});
+  EXPECT_EQ(pipe.signal, SIGPIPE);
+  EXPECT_THAT(ListedIds(), ElementsAre("b"));
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ CliRun CliTest::Run(const std::vector<std::string>& args,
   waitpid(pid, &status, 0);
   CliRun r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   if (stdout_path.empty()) r.out = tools::ReadFile(out);
   r.err = tools::ReadFile(err);
   return r;
@@ -96,6 +97,7 @@ CliRun CliTest::RunIntoClosedPipe(const std::vector<std::string>& args) {
   waitpid(pid, &status, 0);
   CliRun r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   r.err = tools::ReadFile(err);
   return r;
 }

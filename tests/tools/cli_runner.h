@@ -37,7 +37,8 @@ class Json {
 };
 
 struct CliRun {
-  int exit_code = -1;
+  int exit_code = -1;  // -1 if a signal ended the run.
+  int signal = 0;      // The signal that ended it, if one did.
   std::string out;
   std::string err;
   Json json;  // stdout parsed, when the run was asked for --json.

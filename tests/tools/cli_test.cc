@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rocksdb/child_process.h"
@@ -111,6 +112,103 @@ TEST_F(CliTest, InfoListsEveryItem) {
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_THAT(text.out, AllOf(HasSubstr("model.norm.bias"),
                               HasSubstr("[48, 100]"), HasSubstr("9600")));
+}
+
+// The cells of a line of a text table, each with the column it starts
+// at: the text between runs of two or more spaces (the tests' cells hold
+// at most single spaces, as "[4, 8]" does).
+std::vector<std::pair<size_t, std::string>> Cells(const std::string& line) {
+  std::vector<std::pair<size_t, std::string>> cells;
+  size_t at = 0;
+  while (at < line.size()) {
+    size_t end = line.find("  ", at);
+    if (end == std::string::npos) end = line.size();
+    cells.emplace_back(at, line.substr(at, end - at));
+    at = line.find_first_not_of(' ', end);
+    if (at == std::string::npos) break;
+  }
+  return cells;
+}
+
+// Checks that every row of `table` (its first line the titles) has a cell
+// per column, each starting where its title starts (left-aligned columns)
+// or ending where it ends (right-aligned ones); returns the rows' cells.
+std::vector<std::vector<std::string>> AlignedRows(
+    const std::vector<std::string>& table, const std::vector<bool>& right) {
+  std::vector<std::vector<std::string>> rows;
+  if (table.empty()) {
+    ADD_FAILURE() << "no table";
+    return rows;
+  }
+  const auto titles = Cells(table[0]);
+  EXPECT_EQ(titles.size(), right.size()) << table[0];
+  for (size_t r = 1; r < table.size(); ++r) {
+    const auto cells = Cells(table[r]);
+    EXPECT_EQ(cells.size(), titles.size()) << table[r];
+    std::vector<std::string> row;
+    for (size_t i = 0; i < cells.size() && i < titles.size(); ++i) {
+      const auto& [at, text] = cells[i];
+      const auto& [title_at, title] = titles[i];
+      if (right[i]) {
+        EXPECT_EQ(at + text.size(), title_at + title.size()) << title << " in\n"
+                                                             << table[0] << "\n"
+                                                             << table[r];
+      } else {
+        EXPECT_EQ(at, title_at) << title << " in\n"
+                                << table[0] << "\n"
+                                << table[r];
+      }
+      row.push_back(text);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
+TEST_F(CliTest, InfoColumnsFitTheirWidestCell) {
+  OwnedTensor w = RandomTensor(DType::kFloat32, {4, 8}, 1);
+  OwnedTensor b = RandomTensor(DType::kBFloat16, {3}, 2);
+  ASSERT_OK(
+      SaveDict({{"model.layers.0.post_attention_layernorm.weight", w.view},
+                {"b", b.view},
+                {"step", std::string("7")}},
+               "ck"));
+  CloseStore();
+  CliRun r = Run({"info", store_path(), "ck"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 5u) << r.out;  // The checkpoint, titles, 3 items.
+  lines.erase(lines.begin());
+  EXPECT_THAT(
+      AlignedRows(lines, {false, false, false, true, true}),
+      ElementsAre(ElementsAre("b", "bfloat16", "[3]", "1", "6"),
+                  ElementsAre("model.layers.0.post_attention_layernorm.weight",
+                              "float32", "[4, 8]", "1", "128"),
+                  ElementsAre("step", "bytes", "-", "1", "-")));
+}
+
+TEST_F(CliTest, LsColumnsFitTheirWidestCell) {
+  SaveExamples({"a", "checkpoint-of-a-long-run-at-step-00000100"});
+  CloseStore();
+  CliRun r = Run({"ls", store_path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows =
+      AlignedRows(Lines(r.out), {false, false, false, true, true, true});
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[1][0], "checkpoint-of-a-long-run-at-step-00000100");
+  EXPECT_EQ(rows[1][1], "committed");
+  EXPECT_EQ(rows[1][4], "4");
 }
 
 TEST_F(CliTest, BadStoreOrIdFailsNamingIt) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -131,43 +132,96 @@ TEST(JsonTest, FindsADuplicateAmongManyKeys) {
               StatusIs(StatusCode::kCorruption, HasSubstr("duplicate key \"k7\"")));
 }
 
-TEST(JsonTest, ParsesAnObjectMemberByMember) {
-  // 1,000 members of 3 values each, through a bound of 3 values per member.
+TEST(JsonReaderTest, ReadsAnObjectMemberByMember) {
+  // 1,000 members of 3 values each, each read through a bound of 3 values.
   std::string text = "{";
   for (int i = 0; i < 1000; ++i) {
     text += (i ? "," : "") + std::string("\"k") + std::to_string(i) +
             "\":[" + std::to_string(i) + ",1]";
   }
   text += "}";
+  JsonReader reader(text, "x");
   std::vector<std::string> keys;
   uint64_t sum = 0;
-  ASSERT_OK(ParseJsonObject(
-      text, "x",
-      [&](std::string key, Json value) {
-        keys.push_back(std::move(key));
-        sum += *value.array.at(0).integer;
-        return Status::OK();
-      },
-      /*max_member_values=*/3));
+  ASSERT_OK(reader.ReadObject([&](std::string key) -> Status {
+    keys.push_back(std::move(key));
+    Json value;
+    ROCKSDCP_RETURN_IF_ERROR(reader.ReadValue(&value, 3));
+    sum += *value.array.at(0).integer;
+    return Status::OK();
+  }));
+  ASSERT_OK(reader.Finish());
   ASSERT_EQ(keys.size(), 1000u);
   EXPECT_EQ(keys[999], "k999");
   EXPECT_EQ(sum, 999u * 1000 / 2);
+}
 
-  auto ignore = [](std::string, Json) { return Status::OK(); };
-  EXPECT_THAT(ParseJsonObject("{\"a\":[1,2,3]}", "x", ignore, 3),
-              StatusIs(StatusCode::kCorruption, HasSubstr("more than 3 values")));
-  EXPECT_THAT(ParseJsonObject("{\"a\":1,\"a\":2}", "x", ignore),
+TEST(JsonReaderTest, ReadsNestedObjectsAndStringsAsTheyCome) {
+  JsonReader reader(R"( {"a": {"x": "1", "y": "caf\u00e9"}, "b": null} )", "x");
+  std::vector<std::string> seen;
+  ASSERT_OK(reader.ReadObject([&](std::string key) -> Status {
+    ROCKSDCP_ASSIGN_OR_RETURN(Json::Kind kind, reader.Peek());
+    if (kind != Json::kObject) {
+      Json v;
+      seen.push_back(key + "=null");
+      return reader.ReadValue(&v, 1);
+    }
+    return reader.ReadObject([&](std::string inner) -> Status {
+      std::string value;
+      ROCKSDCP_RETURN_IF_ERROR(reader.ReadString(&value));
+      seen.push_back(key + "." + inner + "=" + value);
+      return Status::OK();
+    });
+  }));
+  ASSERT_OK(reader.Finish());
+  EXPECT_THAT(seen,
+              ::testing::ElementsAre("a.x=1", "a.y=caf\xc3\xa9", "b=null"));
+}
+
+TEST(JsonReaderTest, RefusesWhatParseJsonRefuses) {
+  auto read_all = [](const std::string& text,
+                     bool check_duplicate_keys = true) {
+    JsonReader reader(text, "x");
+    Status s = reader.ReadObject(
+        [&](std::string) {
+          Json v;
+          return reader.ReadValue(&v, 3);
+        },
+        check_duplicate_keys);
+    return s.ok() ? reader.Finish() : s;
+  };
+  EXPECT_THAT(
+      read_all("{\"a\":[1,2,3]}"),
+      StatusIs(StatusCode::kCorruption, HasSubstr("more than 3 values")));
+  EXPECT_THAT(read_all("{\"a\":1,\"a\":2}"),
               StatusIs(StatusCode::kCorruption, HasSubstr("duplicate key")));
-  EXPECT_THAT(ParseJsonObject("[1]", "x", ignore),
-              StatusIs(StatusCode::kCorruption, HasSubstr("not a JSON object")));
-  EXPECT_THAT(ParseJsonObject("{} {}", "x", ignore),
+  EXPECT_THAT(read_all("[1]"), StatusIs(StatusCode::kCorruption,
+                                        HasSubstr("not a JSON object")));
+  EXPECT_THAT(read_all("{} {}"),
               StatusIs(StatusCode::kCorruption, HasSubstr("trailing")));
-  EXPECT_THAT(ParseJsonObject("{\"a\":1,\"b\":2}", "x",
-                              [](std::string key, Json) {
-                                return key == "b" ? Status::NotFound("no b")
-                                                  : Status::OK();
-                              }),
+  EXPECT_THAT(read_all("{\"a\":1,}"),
+              StatusIs(StatusCode::kCorruption, HasSubstr("expected a key")));
+  // Left to the caller, which keeps the keys anyway.
+  EXPECT_OK(read_all("{\"a\":1,\"a\":2}", /*check_duplicate_keys=*/false));
+
+  JsonReader not_string("[1]", "x");
+  std::string s;
+  EXPECT_THAT(
+      not_string.ReadString(&s),
+      StatusIs(StatusCode::kCorruption, HasSubstr("expected a string")));
+}
+
+TEST(JsonReaderTest, StopsAtTheFirstErrorOfTheCaller) {
+  JsonReader reader("{\"a\":1,\"b\":2,\"c\":3}", "x");
+  std::vector<std::string> keys;
+  EXPECT_THAT(reader.ReadObject([&](std::string key) -> Status {
+    keys.push_back(key);
+    if (key == "b") return Status::NotFound("no b");
+    Json v;
+    return reader.ReadValue(&v, 1);
+  }),
               StatusIs(StatusCode::kNotFound, HasSubstr("no b")));
+  EXPECT_THAT(keys, ::testing::ElementsAre("a", "b"));
 }
 
 TEST(JsonTest, BoundsTheValuesItBuilds) {

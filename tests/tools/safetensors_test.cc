@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base64.h"
 #include "tools/tools_test_util.h"
 
 namespace rocksdcp::tools {
@@ -42,6 +43,13 @@ std::string Ones(int n) {
   std::string s = "1";
   for (int i = 1; i < n; ++i) s += ",1";
   return s;
+}
+
+// The header size a file's first 8 bytes give.
+uint64_t HeaderSize(const std::string& file) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(file.at(i));
+  return n;
 }
 
 // A file as another writer (e.g. Hugging Face's) makes it.
@@ -175,17 +183,21 @@ TEST_F(SafetensorsTest, ExportStreamsThroughItsBuffer) {
                               /*buffer_bytes=*/4096));
   ASSERT_OK_AND_ASSIGN(SafetensorsFile f,
                        SafetensorsFile::Open(Out("ck.safetensors")));
-  ASSERT_EQ(f.tensors().size(), 4u);
+  ASSERT_EQ(f.tensors(), 4u);
+  ASSERT_EQ(f.items().size(), 4u);
   const std::string file = ReadFile(Out("ck.safetensors"));
-  const size_t data_start = file.size() - (f.tensors().back().end);
-  for (const SafetensorsTensor& t : f.tensors()) {
-    const OwnedTensor& want = t.name == "big" ? big
-                              : t.name == "a" ? a
-                              : t.name == "b" ? b
-                                              : c;
-    EXPECT_EQ(file.substr(data_start + t.begin, t.end - t.begin),
+  const size_t data_start = 8 + HeaderSize(file);
+  for (const auto& [name, value] : f.items()) {
+    const OwnedTensor& want = name == "big" ? big
+                              : name == "a" ? a
+                              : name == "b" ? b
+                                            : c;
+    const TensorView& t = std::get<TensorView>(value);
+    // A view of the file's data, where its data_offsets say.
+    EXPECT_EQ(file.substr(data_start + f.DataOffset(t), t.nbytes()),
               Bytes(want.view))
-        << t.name;
+        << name;
+    EXPECT_EQ(Bytes(t), Bytes(want.view)) << name;
   }
 }
 
@@ -475,11 +487,163 @@ TEST_F(SafetensorsTest, ImportRejectsTruncationsAndHugeHeaderSize) {
   }
 }
 
+TEST_F(SafetensorsTest, ImportSaysWhatTheHeaderSizeIsAndWhatItMayBe) {
+  // A header past safetensors' limit, however much of the file follows.
+  std::string over = MakeFile("{}", "");
+  over.replace(0, 8, std::string("\x70\xe1\xf5\x05\0\0\0\0", 8));
+  ASSERT_EQ(HeaderSize(over), 100'000'112u);
+  WriteFile(Out("over.safetensors"), over);
+  EXPECT_THAT(ImportSafetensors(Out("over.safetensors"), *store_, "t"),
+              StatusIs(StatusCode::kCorruption,
+                       "safetensors file '" + Out("over.safetensors") +
+                           "': the header size is 100000112 bytes, over "
+                           "safetensors' limit of 100000000 bytes"));
+  // A header size the file does not hold.
+  std::string cut = MakeFile(std::string(300, ' '), "");
+  cut[0] = static_cast<char>(500 & 0xff);
+  cut[1] = static_cast<char>(500 >> 8);
+  WriteFile(Out("cut.safetensors"), cut);
+  EXPECT_THAT(ImportSafetensors(Out("cut.safetensors"), *store_, "t"),
+              StatusIs(StatusCode::kCorruption,
+                       "safetensors file '" + Out("cut.safetensors") +
+                           "': the header size is 500 bytes, but only 300 "
+                           "bytes follow it: the file is cut short, or not "
+                           "safetensors"));
+}
+
+// The header entries of `n` one-byte U8 tensors named t0, t1, ..., whose
+// data is n bytes.
+std::string TensorEntries(int n) {
+  std::string entries;
+  for (int i = 0; i < n; ++i) {
+    entries += (i ? ",\"t" : "\"t") + std::to_string(i) +
+               "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" +
+               std::to_string(i) + "," + std::to_string(i + 1) + "]}";
+  }
+  return entries;
+}
+
+// A file of those tensors.
+std::string ManyTensors(int n) {
+  return MakeFile("{" + TensorEntries(n) + "}", std::string(n, 'x'));
+}
+
+TEST_F(SafetensorsTest, ImportRefusesAFileWhoseItemsWouldTakeTooMuchMemory) {
+  // 100,000 tensors: over 200 MB to import (the library's plan and
+  // metadata of each item, mostly), past the 192 MiB import allows. The
+  // whole header is read, to say what it holds.
+  WriteFile(Out("many.safetensors"), ManyTensors(100'000));
+  EXPECT_THAT(
+      ImportSafetensors(Out("many.safetensors"), *store_, "many"),
+      StatusIs(StatusCode::kInvalidArgument,
+               "safetensors file '" + Out("many.safetensors") +
+                   "': 100000 tensors and 0 byte items (588890 bytes of "
+                   "names, 100000 of tensor data, 0 of byte items) would "
+                   "take about 217 MiB of memory to import, more than its "
+                   "limit of 192 MiB; import it as several smaller files"));
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  EXPECT_TRUE(list.empty());
+}
+
+TEST(SafetensorsImportMemoryTest, CountsItemsNamesPiecesAndByteItems) {
+  const uint64_t piece = RocksDBWriterOptions().max_piece_bytes;
+  ImportMemory m;
+  m.AddTensor("w", 0);  // An empty tensor is still one piece.
+  uint64_t want = kImportBytesPerItem + kImportBytesPerNameByte +
+                  kImportBytesPerPiece + kImportBytesPerPieceNameByte;
+  EXPECT_EQ(m.estimate(), want);
+  // Each piece names the item: a long name costs with every piece of it.
+  const std::string name(1000, 'n');
+  m.AddTensor(name, 8 * piece + 1);
+  want += kImportBytesPerItem + 1000 * kImportBytesPerNameByte +
+          9 * (kImportBytesPerPiece + 1000 * kImportBytesPerPieceNameByte);
+  EXPECT_EQ(m.estimate(), want);
+  // A byte item's value is held too.
+  m.AddByteItem("k", 100);
+  want += kImportBytesPerItem + kImportBytesPerNameByte + 100 +
+          kImportBytesPerPiece + kImportBytesPerPieceNameByte;
+  EXPECT_EQ(m.estimate(), want);
+  EXPECT_OK(m.Check(want));
+  EXPECT_THAT(m.Check(want - 1),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "2 tensors and 1 byte item (1002 bytes of names, " +
+                           std::to_string(8 * piece + 1) +
+                           " of tensor data, 100 of byte items) would take "
+                           "about 1 MiB of memory to import, more than its "
+                           "limit of " +
+                           std::to_string(want - 1) + " bytes"));
+  // Sums saturate, whatever a header claims.
+  m.AddByteItem(name, UINT64_MAX);
+  EXPECT_EQ(m.estimate(), UINT64_MAX);
+}
+
+TEST_F(SafetensorsTest, ImportCountsEveryItemOfTheFileAgainstItsLimit) {
+  WriteFile(Out("ten.safetensors"),
+            MakeFile("{\"__metadata__\":{\"k\":\"" + std::string(1000, 'v') +
+                         "\"}," + TensorEntries(10) + "}",
+                     std::string(10, 'x')));
+  ImportMemory want;
+  want.AddByteItem("k", 1000);
+  for (int i = 0; i < 10; ++i) want.AddTensor("t" + std::to_string(i), 1);
+  ASSERT_OK_AND_ASSIGN(
+      SafetensorsFile f,
+      SafetensorsFile::Open(Out("ten.safetensors"), want.estimate()));
+  EXPECT_EQ(f.tensors(), 10u);
+  EXPECT_EQ(f.byte_items(), 1u);
+  EXPECT_THAT(
+      SafetensorsFile::Open(Out("ten.safetensors"), want.estimate() - 1)
+          .status(),
+      StatusIs(StatusCode::kInvalidArgument,
+               HasSubstr("10 tensors and 1 byte item (21 bytes of names, 10 "
+                         "of tensor data, 1000 of byte items)")));
+}
+
+TEST_F(SafetensorsTest, ImportedTensorsAreViewsOfTheFileNotCopies) {
+  WriteFile(Out("ten.safetensors"), ManyTensors(10));
+  ASSERT_OK_AND_ASSIGN(SafetensorsFile f,
+                       SafetensorsFile::Open(Out("ten.safetensors")));
+  const TensorView& t3 = std::get<TensorView>(f.items().at("t3"));
+  EXPECT_EQ(f.DataOffset(t3), 3u);
+  const TensorView& t4 = std::get<TensorView>(f.items().at("t4"));
+  EXPECT_EQ(static_cast<const uint8_t*>(t4.data),
+            static_cast<const uint8_t*>(t3.data) + 1);
+}
+
+TEST_F(SafetensorsTest, ExportRefusesWhatImportWouldRefuseForItsMemory) {
+  ExportedExample();
+  // What import counts: each item, and a byte item's value as the header
+  // holds it (base64 unless UTF-8).
+  ImportMemory want;
+  for (const auto& [name, value] : example_.dict) {
+    if (const auto* bytes = std::get_if<std::string>(&value)) {
+      want.AddByteItem(
+          name, IsUtf8(*bytes) ? bytes->size() : Base64Encode(*bytes).size());
+    } else {
+      want.AddTensor(name, Bytes(std::get<TensorView>(value)).size());
+    }
+  }
+  EXPECT_OK(ExportSafetensors(*store_, "ck", Out("fits.safetensors"), {},
+                              kDefaultBufferBytes, want.estimate()));
+  EXPECT_OK(
+      SafetensorsFile::Open(Out("fits.safetensors"), want.estimate()).status());
+  EXPECT_THAT(
+      ExportSafetensors(*store_, "ck", Out("x.safetensors"), {},
+                        kDefaultBufferBytes, want.estimate() - 1),
+      StatusIs(StatusCode::kInvalidArgument,
+               HasSubstr("checkpoint 'ck': import could not read it back: 3 "
+                         "tensors and 3 byte items")));
+  EXPECT_THAT(
+      SafetensorsFile::Open(Out("fits.safetensors"), want.estimate() - 1)
+          .status(),
+      StatusIs(StatusCode::kInvalidArgument,
+               HasSubstr("3 tensors and 3 byte items")));
+  EXPECT_THAT(ListDir(dir_.path().string()),
+              ElementsAre("ck.safetensors", "fits.safetensors", "store"));
+}
+
 TEST_F(SafetensorsTest, ImportSurvivesFlippedHeaderBytes) {
   const std::string file = ExportedExample();
-  ASSERT_OK_AND_ASSIGN(SafetensorsFile f,
-                       SafetensorsFile::Open(Out("ck.safetensors")));
-  const uint64_t header_size = file.size() - 8 - f.tensors().back().end;
+  const uint64_t header_size = HeaderSize(file);
   int rejected = 0;
   // About 200 flips spread over the header (a flip that keeps it valid,
   // e.g. in a name, imports: each such import is a whole Save).
