@@ -60,9 +60,16 @@ const char* StateName(CheckpointState s) {
   return s == CheckpointState::kCommitted ? "committed" : "unknown";
 }
 
+// A damaged catalog entry (CheckpointInfo::damage) has only its id: it is
+// written as {"id", "state": "damaged", "damage"}.
 void CheckpointJson(JsonWriter& j, const CheckpointInfo& c) {
   j.BeginObject();
   j.Key("id").String(c.id);
+  if (!c.damage.empty()) {
+    j.Key("state").String("damaged").Key("damage").String(c.damage);
+    j.EndObject();
+    return;
+  }
   j.Key("state").String(StateName(c.state));
   j.Key("created_unix_micros").Int(c.created_unix_micros);
   j.Key("created").String(TimeString(c.created_unix_micros));
@@ -135,11 +142,22 @@ int RunLs(const Args& a) {
               {"WORLD", /*right=*/true}},
              [&](const auto& row) {
                for (const CheckpointInfo& c : *list) {
+                 if (!c.damage.empty()) {
+                   row({Printable(c.id), "DAMAGED", "-", "-", "-", "-"});
+                   continue;
+                 }
                  row({Printable(c.id), StateName(c.state),
                       TimeString(c.created_unix_micros), HumanBytes(c.bytes),
                       std::to_string(c.items), std::to_string(c.world_size)});
                }
              });
+  // What is wrong with each damaged entry, on stderr: the table stays one
+  // row per checkpoint for whoever reads stdout.
+  for (const CheckpointInfo& c : *list) {
+    if (c.damage.empty()) continue;
+    std::fprintf(stderr, "rocksdcp ls: checkpoint %s is damaged: %s\n",
+                 Printable(c.id).c_str(), Printable(c.damage).c_str());
+  }
   return kExitOk;
 }
 

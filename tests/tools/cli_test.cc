@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "keys/keys.h"
 #include "rocksdb/child_process.h"
+#include "rocksdb/raw_store.h"
 #include "tools/cli_runner.h"
 #include "tools/tools_test_util.h"
 
@@ -209,6 +211,36 @@ TEST_F(CliTest, LsColumnsFitTheirWidestCell) {
   EXPECT_EQ(rows[1][0], "checkpoint-of-a-long-run-at-step-00000100");
   EXPECT_EQ(rows[1][1], "committed");
   EXPECT_EQ(rows[1][4], "4");
+}
+
+// One catalog entry that does not decode: ls lists the others, marks it
+// DAMAGED (state "damaged" with --json) and says what is wrong on stderr.
+TEST_F(CliTest, LsMarksADamagedEntryAndListsTheOthers) {
+  SaveExamples({"step-100", "step-200"});
+  CloseStore();
+  RawStore(store_path())
+      .Put(rocksdb::kDefaultColumnFamilyName, keys::CatalogKey("step-100"),
+           "not a catalog entry");
+
+  CliRun r = RunJson({"ls", store_path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto& cks = r.json["checkpoints"].arr();
+  ASSERT_EQ(cks.size(), 2u);
+  EXPECT_EQ(cks[0]["id"].str(), "step-100");
+  EXPECT_EQ(cks[0]["state"].str(), "damaged");
+  EXPECT_THAT(cks[0]["damage"].str(), Not(IsEmpty()));
+  EXPECT_EQ(cks[1]["id"].str(), "step-200");
+  EXPECT_EQ(cks[1]["state"].str(), "committed");
+
+  CliRun text = Run({"ls", store_path()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const auto rows =
+      AlignedRows(Lines(text.out), {false, false, false, true, true, true});
+  ASSERT_EQ(rows.size(), 2u) << text.out;
+  EXPECT_THAT(rows[0], ElementsAre("step-100", "DAMAGED", "-", "-", "-", "-"));
+  EXPECT_EQ(rows[1][1], "committed");
+  EXPECT_THAT(text.err, AllOf(HasSubstr("checkpoint step-100 is damaged: "),
+                              HasSubstr(cks[0]["damage"].str())));
 }
 
 TEST_F(CliTest, BadStoreOrIdFailsNamingIt) {
