@@ -241,6 +241,10 @@ TEST_F(CliTest, LsMarksADamagedEntryAndListsTheOthers) {
   EXPECT_EQ(rows[1][1], "committed");
   EXPECT_THAT(text.err, AllOf(HasSubstr("checkpoint step-100 is damaged: "),
                               HasSubstr(cks[0]["damage"].str())));
+
+  CliRun verify = Run({"verify", store_path()});
+  EXPECT_EQ(verify.exit_code, 3) << verify.err;
+  EXPECT_THAT(verify.out + verify.err, HasSubstr("step-100"));
 }
 
 TEST_F(CliTest, BadStoreOrIdFailsNamingIt) {
