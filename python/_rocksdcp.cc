@@ -761,7 +761,7 @@ void BindStore(py::module_& m) {
 void InitModule(py::module_& m) {
   m.doc() = "rocksdcp's native module; use the rocksdcp package instead.";
   py::module_ errors = py::module_::import("rocksdcp._errors");
-  for (int code = 1; code <= static_cast<int>(StatusCode::kInternal); ++code) {
+  for (int code = 1; code <= static_cast<int>(kLastStatusCode); ++code) {
     const std::string_view name = StatusCodeName(static_cast<StatusCode>(code));
     ErrorClasses()[static_cast<StatusCode>(code)] =
         errors.attr("error_class")(std::string(name));

@@ -48,7 +48,13 @@ enum class StatusCode : int {
   kAborted = 9,
   // A bug in rocksdcp. Please report it.
   kInternal = 10,
+  // Memory ran out: the operation stopped there, and nothing committed
+  // changed. The message says what it was doing and how much it asked for.
+  kResourceExhausted = 11,
 };
+
+// The largest StatusCode value.
+inline constexpr StatusCode kLastStatusCode = StatusCode::kResourceExhausted;
 
 // Returns a stable, human-readable name such as "NotFound".
 std::string_view StatusCodeName(StatusCode code);
@@ -90,6 +96,9 @@ class [[nodiscard]] Status {
   static Status Internal(std::string msg) {
     return Status(StatusCode::kInternal, std::move(msg));
   }
+  static Status ResourceExhausted(std::string msg) {
+    return Status(StatusCode::kResourceExhausted, std::move(msg));
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -108,6 +117,9 @@ class [[nodiscard]] Status {
   }
   bool IsNotSupported() const { return code_ == StatusCode::kNotSupported; }
   bool IsAborted() const { return code_ == StatusCode::kAborted; }
+  bool IsResourceExhausted() const {
+    return code_ == StatusCode::kResourceExhausted;
+  }
 
   // Returns a copy whose message is "<context>: <message>". OK stays OK.
   Status WithContext(std::string_view context) const;

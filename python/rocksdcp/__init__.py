@@ -31,6 +31,7 @@ from rocksdcp._errors import (  # noqa: F401 - the package's exceptions
     IOError,
     NotFound,
     NotSupported,
+    ResourceExhausted,
 )
 from rocksdcp import _rocksdcp
 
@@ -38,6 +39,7 @@ __all__ = [
     "Store", "CheckpointInfo", "Error", "NotFound", "Corruption",
     "InvalidArgument", "IOError", "AlreadyExists", "Busy",
     "FailedPrecondition", "NotSupported", "Aborted", "InternalError",
+    "ResourceExhausted",
 ]
 
 

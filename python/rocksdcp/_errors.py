@@ -79,10 +79,17 @@ class InternalError(Error):
     code = "Internal"
 
 
+class ResourceExhausted(Error, MemoryError):
+    """Memory ran out; the operation stopped and nothing committed changed."""
+
+    code = "ResourceExhausted"
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (NotFound, Corruption, InvalidArgument, IOError, AlreadyExists,
-                Busy, FailedPrecondition, NotSupported, Aborted, InternalError)
+                Busy, FailedPrecondition, NotSupported, Aborted, InternalError,
+                ResourceExhausted)
 }
 
 

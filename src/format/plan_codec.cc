@@ -330,7 +330,7 @@ Result<StepOutcome> DecodeStepOutcome(std::string_view value) {
                                               kStepOutcomeFormatVersion));
   const int32_t code = o->code();
   if (code < static_cast<int32_t>(StatusCode::kOk) ||
-      code > static_cast<int32_t>(StatusCode::kInternal)) {
+      code > static_cast<int32_t>(kLastStatusCode)) {
     return Bad(kStepOutcome, "unknown status code " + std::to_string(code));
   }
   const std::string_view message = o->message() != nullptr

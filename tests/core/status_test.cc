@@ -47,6 +47,8 @@ TEST(StatusTest, FactoriesSetCodeAndPredicate) {
        &Status::IsNotSupported, "NotSupported"},
       {Status::Aborted("m"), StatusCode::kAborted, &Status::IsAborted,
        "Aborted"},
+      {Status::ResourceExhausted("m"), StatusCode::kResourceExhausted,
+       &Status::IsResourceExhausted, "ResourceExhausted"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

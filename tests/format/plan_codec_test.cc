@@ -689,7 +689,7 @@ std::string RawOutcome(int32_t code, const char* message,
 
 TEST(StepOutcomeCodecTest, RoundTripsEveryStatusCode) {
   for (int code = static_cast<int>(StatusCode::kOk);
-       code <= static_cast<int>(StatusCode::kInternal); ++code) {
+       code <= static_cast<int>(kLastStatusCode); ++code) {
     const auto status_code = static_cast<StatusCode>(code);
     SCOPED_TRACE(std::string(StatusCodeName(status_code)));
     const bool ok = status_code == StatusCode::kOk;
@@ -753,7 +753,7 @@ TEST(StepOutcomeCodecTest, AcceptsTheRawDefaults) {
 }
 
 TEST(StepOutcomeCodecTest, RejectsUnknownStatusCode) {
-  for (int32_t code : {-1, static_cast<int32_t>(StatusCode::kInternal) + 1,
+  for (int32_t code : {-1, static_cast<int32_t>(kLastStatusCode) + 1,
                        INT32_MAX, INT32_MIN}) {
     EXPECT_THAT(DecodeStepOutcome(RawOutcome(code, "m", "")),
                 StatusIs(StatusCode::kCorruption,

@@ -107,9 +107,14 @@ def test_errors_are_classes_with_the_library_messages(tmp_path, lock_holder):
     # Reading beside the writer works.
     assert [c.id for c in rocksdcp.Store(path, read_only=True).list()] == ["c"]
     for cls in (rocksdcp.NotFound, rocksdcp.Corruption, rocksdcp.InvalidArgument,
-                rocksdcp.IOError, rocksdcp.Busy, rocksdcp.NotSupported):
+                rocksdcp.IOError, rocksdcp.Busy, rocksdcp.NotSupported,
+                rocksdcp.ResourceExhausted):
         assert issubclass(cls, rocksdcp.Error)
     assert issubclass(rocksdcp.IOError, OSError)
+    assert issubclass(rocksdcp.ResourceExhausted, MemoryError)
+    # Every code the library has maps to its class.
+    from rocksdcp._errors import error_class
+    assert error_class("ResourceExhausted") is rocksdcp.ResourceExhausted
 
 
 def test_one_process_shares_its_read_write_store(tmp_path):
