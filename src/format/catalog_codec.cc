@@ -14,7 +14,7 @@ namespace rocksdcp::format {
 namespace {
 
 constexpr uint16_t kCatalogFormatVersion = 1;
-constexpr uint16_t kStorageInfoFormatVersion = 1;
+constexpr uint16_t kStorageInfoFormatVersion = kBoundStorageInfoFormatVersion;
 
 }  // namespace
 
@@ -86,11 +86,14 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value) {
   ROCKSDCP_ASSIGN_OR_RETURN(
       const fb::StorageInfo* s,
       VerifiedRoot<fb::StorageInfo>(aligned, kStorageInfoIdentifier, what));
-  if (s->format_version() != kStorageInfoFormatVersion) {
+  // Version 1: written before pieces were bound to their keys.
+  if (s->format_version() != kStorageInfoFormatVersion &&
+      s->format_version() != 1) {
     return Status::Corruption(what + ": unsupported format_version " +
                               std::to_string(s->format_version()));
   }
   StorageInfo info;
+  info.format_version = s->format_version();
   switch (s->kind()) {
     case fb::ItemKind::Tensor:
       info.kind = ItemKind::kTensor;

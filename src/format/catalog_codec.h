@@ -31,7 +31,15 @@ struct StorageInfo {
   // The staging SST file that carries the item: set in WriteResults, empty
   // in committed metadata.
   std::string file;
+  // The storage info's format version, which says what its pieces must
+  // be: kBoundStorageInfoFormatVersion (written now) requires pieces bound
+  // to their keys (piece format 2), so a piece rewritten as an unbound
+  // version 1 piece is refused; version 1 (older stores) accepts either.
+  // Encoding always writes the current version.
+  uint16_t format_version = 2;
 };
+
+inline constexpr uint16_t kBoundStorageInfoFormatVersion = 2;
 
 std::string EncodeStorageInfo(const StorageInfo& info);
 // Corruption unless the value verifies and is self-consistent:

@@ -231,9 +231,20 @@ TEST(StorageInfoCodecTest, RejectsUnknownKindAndFormatVersion) {
   EXPECT_THAT(
       DecodeStorageInfo(RawStorageInfo(1, 2, 8, 2, 4)),
       StatusIs(StatusCode::kCorruption, HasSubstr("unknown item kind 2")));
-  EXPECT_THAT(DecodeStorageInfo(RawStorageInfo(2, 1, 8, 2, 4)),
+  EXPECT_THAT(DecodeStorageInfo(RawStorageInfo(3, 1, 8, 2, 4)),
               StatusIs(StatusCode::kCorruption,
-                       HasSubstr("unsupported format_version 2")));
+                       HasSubstr("unsupported format_version 3")));
+}
+
+// Version 1 (before pieces were bound to their keys) is still read, and
+// says so; encoding writes version 2.
+TEST(StorageInfoCodecTest, ReadsVersionOneAndWritesVersionTwo) {
+  ASSERT_OK_AND_ASSIGN(StorageInfo old, DecodeStorageInfo(RawStorageInfo(1, 1, 8, 2, 4)));
+  EXPECT_EQ(old.format_version, 1);
+  ASSERT_OK_AND_ASSIGN(StorageInfo now,
+                       DecodeStorageInfo(EncodeStorageInfo(old)));
+  EXPECT_EQ(now.format_version, kBoundStorageInfoFormatVersion);
+  EXPECT_EQ(now.length, 8u);
 }
 
 TEST(StorageInfoCodecTest, RejectsEveryTruncation) {

@@ -1,7 +1,9 @@
 // Each piece is bound to its key (issue #13, item 5; piece format version
 // 2): two items' pieces of one size swapped in a real store, each with its
 // checksum intact, fail a load and Verify instead of loading silently
-// wrong. Stores written before the binding (version 1 pieces) still load.
+// wrong, and so do swapped pieces rewritten in the old, unbound format,
+// since the item's storage info (version 2) says its pieces are bound.
+// Stores written before the binding (version 1 throughout) still load.
 
 #include <flatbuffers/flatbuffers.h>
 #include <gmock/gmock.h>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "format/catalog_codec.h"
 #include "format/checksum.h"
 #include "format/piece_codec.h"
 #include "keys/keys.h"
@@ -36,6 +39,14 @@ struct Twins {
   StateDict Dict() const { return {{"a", a.view}, {"b", b.view}}; }
 };
 
+// Twins of zeros, to load into.
+Twins ZeroTwins() {
+  Twins t;
+  t.a = ZeroTensor(DType::kFloat32, {kPieces, 1024});
+  t.b = ZeroTensor(DType::kFloat32, {kPieces, 1024});
+  return t;
+}
+
 std::string KeyOf(const std::string& fqn, uint32_t piece) {
   return keys::PieceKey(MetadataIndex(fqn, {0, 0}), piece);
 }
@@ -56,6 +67,30 @@ std::string AsVersionOne(const format::DecodedPiece& piece) {
              format::kPieceIdentifier);
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                      fbb.GetSize());
+}
+
+// `info` encoded as format version 1 wrote it, before pieces were bound.
+std::string StorageInfoVersionOne(const format::StorageInfo& info) {
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(fb::CreateStorageInfo(fbb, 1, static_cast<fb::ItemKind>(info.kind),
+                                   info.length, info.num_pieces,
+                                   info.piece_bytes),
+             format::kStorageInfoIdentifier);
+  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                     fbb.GetSize());
+}
+
+// Rewrites every piece of the checkpoint as version 1 writes it.
+void RewritePiecesAsVersionOne(RawStore& raw) {
+  for (const char* fqn : {"a", "b"}) {
+    for (uint32_t p = 0; p < kPieces; ++p) {
+      const std::string key = KeyOf(fqn, p);
+      const std::string value = raw.Get(kId, key);
+      auto piece = format::DecodePiece(value, key);
+      ASSERT_OK(piece);
+      raw.Put(kId, key, AsVersionOne(*piece));
+    }
+  }
 }
 
 class PieceBindingTest : public StoreTest {
@@ -96,9 +131,7 @@ TEST_F(PieceBindingTest, SwappedPiecesOfTwoSameSizeItemsFailLoadAndVerify) {
   }
   OpenStore();
 
-  Twins into;
-  into.a = ZeroTensor(DType::kFloat32, {kPieces, 1024});
-  into.b = ZeroTensor(DType::kFloat32, {kPieces, 1024});
+  Twins into = ZeroTwins();
   StateDict dict = into.Dict();
   EXPECT_THAT(LoadDict(&dict, kId),
               StatusIs(StatusCode::kCorruption,
@@ -125,23 +158,42 @@ TEST_F(PieceBindingTest, SwappedPiecesOfTwoSameSizeItemsFailLoadAndVerify) {
   EXPECT_THAT(damaged, UnorderedElementsAre("a", "b"));
 }
 
+// A forger who swaps two pieces and rewrites them unbound, with valid
+// unseeded checksums: the items' storage info says their pieces are bound.
+TEST_F(PieceBindingTest, UnboundPiecesInACheckpointOfBoundOnesAreRefused) {
+  {
+    RawStore raw(store_path());
+    RewritePiecesAsVersionOne(raw);
+    SwapPieceOne(raw);
+  }
+  OpenStore();
+  Twins into = ZeroTwins();
+  StateDict dict = into.Dict();
+  EXPECT_THAT(LoadDict(&dict, kId),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("'twins'"),
+                             HasSubstr("format version 1, not bound to its key"))));
+  ASSERT_OK_AND_ASSIGN(VerifyReport report,
+                       store_->Verify({.checkpoint_ids = {kId}}));
+  ASSERT_EQ(report.checkpoints.size(), 1u);
+  EXPECT_EQ(report.checkpoints[0].damaged_items.size(), 2u);
+}
+
 TEST_F(PieceBindingTest, StoresWrittenBeforeTheBindingStillLoad) {
   {
     RawStore raw(store_path());
-    for (const char* fqn : {"a", "b"}) {
-      for (uint32_t p = 0; p < kPieces; ++p) {
-        const std::string key = KeyOf(fqn, p);
-        const std::string value = raw.Get(kId, key);
-        ASSERT_OK_AND_ASSIGN(format::DecodedPiece piece,
-                             format::DecodePiece(value, key));
-        raw.Put(kId, key, AsVersionOne(piece));
-      }
-    }
+    RewritePiecesAsVersionOne(raw);
   }
+  // And their storage info as version 1 wrote it.
+  RewriteMetadata(store_path(), kId, [](Metadata& md) {
+    for (auto& [index, value] : md.storage_data) {
+      auto info = format::DecodeStorageInfo(value);
+      ASSERT_OK(info);
+      value = StorageInfoVersionOne(*info);
+    }
+  });
   OpenStore();
-  Twins into;
-  into.a = ZeroTensor(DType::kFloat32, {kPieces, 1024});
-  into.b = ZeroTensor(DType::kFloat32, {kPieces, 1024});
+  Twins into = ZeroTwins();
   StateDict dict = into.Dict();
   ASSERT_OK(LoadDict(&dict, kId));
   EXPECT_EQ(into.a.bytes, twins_.a.bytes);
