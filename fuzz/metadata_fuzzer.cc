@@ -56,13 +56,18 @@ void Walk(const Metadata& m) {
   }
 }
 
+// With no store behind the value, its limits are its own size's.
+Result<Metadata> Decode(std::string_view value) {
+  return format::DecodeMetadata(value);
+}
+
 }  // namespace
 }  // namespace rocksdcp::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rocksdcp;
   fuzz::CheckRoundTrip<Metadata>(fuzz::AsChars(data, size),
-                                 format::DecodeMetadata, format::EncodeMetadata,
+                                 fuzz::Decode, format::EncodeMetadata,
                                  fuzz::Equal, fuzz::Walk);
   return 0;
 }

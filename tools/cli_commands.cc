@@ -333,12 +333,20 @@ int RunRm(const Args& a) {
     }
   }
   // Every id must exist before anything is deleted: a typo deletes nothing.
+  // A damaged catalog entry exists too (List marks it), and rm removes it.
+  auto list = (*store)->List();
+  if (!list.ok()) return Fail("rm", list.status());
   for (const std::string& id : ids) {
-    if (auto info = (*store)->Info(id); !info.ok()) {
-      return Fail("rm",
-                  Status(info.status().code(),
-                         info.status().message() + "; nothing was deleted"));
-    }
+    const bool listed =
+        std::any_of(list->begin(), list->end(),
+                    [&id](const CheckpointInfo& c) { return c.id == id; });
+    if (listed) continue;
+    auto info = (*store)->Info(id);  // Says why it is not there.
+    const Status why = info.ok() ? Status::NotFound("checkpoint '" + id +
+                                                    "' is not listed")
+                                 : info.status();
+    return Fail("rm",
+                Status(why.code(), why.message() + "; nothing was deleted"));
   }
   return DeleteAll("rm", **store, a, ids);
 }

@@ -203,7 +203,15 @@ int Main(int argc, char** argv) {
   for (const std::string& f : cmd->value_flags) {
     if (!a.has(f)) return Usage(*cmd, f + " is required");
   }
-  int rc = cmd->run(a);
+  int rc;
+  try {
+    rc = cmd->run(a);
+  } catch (const std::bad_alloc&) {
+    // The library returns ResourceExhausted for its own allocations; this
+    // is the tool's (a table, a JSON document) running out.
+    std::fprintf(stderr, "rocksdcp %s: out of memory\n", cmd->name);
+    rc = kExitFailed;
+  }
   const int output_error = FinishOutput();
   if (output_error == EPIPE) {
     // The reader went away (`rocksdcp info ... | head`): not an error

@@ -138,14 +138,19 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
         where + ": import could not read it back: " + s.message());
   };
   ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
-  // The byte items' total (the catalog's payload less the tensors') bounds
-  // the header before any is read: a 6 GB pickled byte item is refused, not
-  // loaded.
+  // The byte items' total, as their storage entries record it, bounds the
+  // header before any is read: a 6 GB pickled byte item is refused, not
+  // loaded. (Not the catalog's total: an entry's totals are checked by
+  // Verify only, and a load does not use them.)
   std::string metadata_json;
   if (!byte_fqns.empty()) {
-    ROCKSDCP_ASSIGN_OR_RETURN(CheckpointInfo info, store.Info(id));
-    const uint64_t byte_payload =
-        info.bytes > tensor_bytes ? info.bytes - tensor_bytes : 0;
+    uint64_t byte_payload = 0;
+    for (const std::string& fqn : byte_fqns) {
+      Result<uint64_t> n = StoredItemBytes(c.metadata, MetadataIndex(fqn));
+      if (!n.ok()) return n.status().WithContext(where);
+      // Each fits in the store (the reader checked), so the sum can't wrap.
+      byte_payload += *n;
+    }
     if (byte_payload > kMaxSafetensorsHeaderBytes) {
       return Status::InvalidArgument(
           where + ": byte items of " + std::to_string(byte_payload) +

@@ -443,7 +443,10 @@ class Store {
 
   // Deletes a committed checkpoint: the catalog entry goes first, in a
   // synced write, then its column family is dropped. Readers already
-  // loading it finish their load.
+  // loading it finish their load. A damaged catalog entry (List marks it)
+  // is deleted alone, dropping no column family, since the one it names
+  // may be another's (CollectGarbage drops an orphan). Corruption, and
+  // nothing deleted, if another entry names the same column family.
   // REQUIRES: not read-only.
   virtual Status Delete(std::string_view id) = 0;
 
@@ -485,6 +488,15 @@ class Store {
   // open a fresh Store (as the CLI does) to check every byte on disk.
   virtual Result<VerifyReport> Verify(const VerifyOptions& options = {}) = 0;
 };
+
+// The payload bytes of item `index` of a checkpoint of a Store, as the
+// metadata its reader read records them (a byte item's size is nowhere
+// else in DCP's metadata). A reader checks, before it hands the metadata
+// out, that every item's bytes fit in what the store really holds.
+// Corruption if the metadata records no storage for it, or its record
+// does not decode.
+Result<uint64_t> StoredItemBytes(const Metadata& metadata,
+                                 const MetadataIndex& index);
 
 }  // namespace rocksdcp
 

@@ -103,13 +103,14 @@ class DistWrapper {
   template <typename T, typename LocalStep, typename GlobalStep>
   Result<T> ReduceScatter(std::string_view step, LocalStep local_step,
                           GlobalStep global_step) {
-    Result<T> local = local_step();
+    Result<T> local = Guarded(step, local_step);
     if (world_size() == 1) {
       if (!local.ok()) return local.status();
       std::vector<T> all;
       all.push_back(std::move(local).value());
-      ROCKSDCP_ASSIGN_OR_RETURN(std::vector<T> scattered,
-                                global_step(std::move(all)));
+      ROCKSDCP_ASSIGN_OR_RETURN(
+          std::vector<T> scattered,
+          Guarded(step, [&] { return global_step(std::move(all)); }));
       ROCKSDCP_RETURN_IF_ERROR(CheckCount(step, scattered.size()));
       return std::move(scattered[0]);
     }
@@ -120,7 +121,11 @@ class DistWrapper {
     if (is_coordinator()) {
       Result<std::vector<T>> values = DecodeAll<T>(gathered);
       Result<std::vector<T>> scattered =
-          values.ok() ? global_step(std::move(values).value())
+          values.ok() ? Guarded(step,
+                                [&] {
+                                  return global_step(
+                                      std::move(values).value());
+                                })
                       : Result<std::vector<T>>(values.status());
       if (scattered.ok()) {
         Status count = CheckCount(step, scattered->size());
@@ -144,12 +149,12 @@ class DistWrapper {
   template <typename T, typename R, typename LocalStep, typename ReduceStep>
   Result<R> AllReduce(std::string_view step, LocalStep local_step,
                       ReduceStep reduce_step) {
-    Result<T> local = local_step();
+    Result<T> local = Guarded(step, local_step);
     if (world_size() == 1) {
       if (!local.ok()) return local.status();
       std::vector<T> all;
       all.push_back(std::move(local).value());
-      return reduce_step(std::move(all));
+      return Guarded(step, [&] { return reduce_step(std::move(all)); });
     }
     ROCKSDCP_ASSIGN_OR_RETURN(
         std::vector<std::string> gathered,
@@ -157,8 +162,11 @@ class DistWrapper {
     std::string reply;
     if (is_coordinator()) {
       Result<std::vector<T>> values = DecodeAll<T>(gathered);
-      Result<R> reduced = values.ok() ? reduce_step(std::move(values).value())
-                                      : Result<R>(values.status());
+      Result<R> reduced =
+          values.ok()
+              ? Guarded(step,
+                        [&] { return reduce_step(std::move(values).value()); })
+              : Result<R>(values.status());
       reply = Outcome(reduced);
     }
     ROCKSDCP_ASSIGN_OR_RETURN(
@@ -171,7 +179,7 @@ class DistWrapper {
   // `local_step` (-> Status) and learns whether any rank failed.
   template <typename LocalStep>
   Status AllGather(std::string_view step, LocalStep local_step) {
-    Status local = local_step();
+    Status local = Guarded(step, local_step);
     if (world_size() == 1) return local;
     ROCKSDCP_ASSIGN_OR_RETURN(
         std::vector<std::string> all,
@@ -191,6 +199,21 @@ class DistWrapper {
   }
 
  private:
+  // Runs a step (returning a Status or a Result), turning running out of
+  // memory into ResourceExhausted: nothing is thrown across the API, and
+  // this rank still takes part in the collectives that follow.
+  template <typename Fn>
+  auto Guarded(std::string_view step, Fn&& fn) const -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (const std::bad_alloc&) {
+      return Status::ResourceExhausted(
+          op_ + " of checkpoint '" + id_ + "' failed on rank " +
+          std::to_string(rank()) + " in step " + std::string(step) +
+          ": out of memory");
+    }
+  }
+
   template <typename T>
   static std::string Outcome(const Result<T>& r) {
     return r.ok() ? format::EncodeStepOutcome(Status::OK(),

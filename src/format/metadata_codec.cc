@@ -245,13 +245,145 @@ Status CheckMetadataFits(const Metadata& metadata, uint64_t limit) {
       "several checkpoints, or with fewer, larger items");
 }
 
-Result<Metadata> DecodeMetadata(std::string_view value) {
+namespace {
+
+// Generous heap costs of the decoded Metadata, per object: a state_dict
+// entry (map node, strings, variant) with its tensor, a chunk, and a
+// storage_data entry (hash node, index, info string).
+constexpr uint64_t kDecodedEntryBytes = 256;
+constexpr uint64_t kDecodedChunkBytes = 128;
+constexpr uint64_t kDecodedStorageBytes = 256;
+// A value decodes to at most this many times its size, plus the slack,
+// unless its tables are shared (measured with mallinfo2: 2.1 times for
+// 50,000 2-d tensors, 2.3 for 0-d ones with short names, 3.0 for byte
+// items with short names, the densest real kind).
+constexpr uint64_t kDecodedPerValueByte = 8;
+constexpr uint64_t kDecodedSlackBytes = 1 << 20;
+// Tables per listed chunk or byte item: a chunk, a state_dict entry with
+// its tensor and properties, and a storage_data entry with its index.
+constexpr uint64_t kTablesPerItem = 8;
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+  return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+// The length of a verified (aligned) vector or string; absent is empty.
+template <typename T>
+uint64_t Len(const T* v) {
+  return v == nullptr ? 0 : v->size();
+}
+
+// What decoding a verified Metadata would build, counted by walking it.
+struct MetadataCounts {
+  uint64_t items = 0;             // Chunks and byte items.
+  uint64_t storage_entries = 0;
+  uint64_t stored_bytes_needed = 0;  // Their pieces' least stored size.
+  uint64_t decoded_bytes = 0;
+};
+
+MetadataCounts CountMetadata(const fb::Metadata& m) {
+  MetadataCounts n;
+  uint64_t decoded = Len(m.version()) +
+                     Len(m.planner_data());
+  uint64_t needed = 0;
+  if (m.state_dict_metadata() != nullptr) {
+    for (const fb::StateDictEntry* e : *m.state_dict_metadata()) {
+      decoded = SaturatingAdd(decoded,
+                              kDecodedEntryBytes + Len(e->fqn()));
+      const fb::TensorStorageMetadata* t = e->value_as_TensorStorageMetadata();
+      if (t == nullptr) {  // A byte item.
+        ++n.items;
+        needed = SaturatingAdd(needed, kMinStoredPieceBytes);
+        continue;
+      }
+      decoded = SaturatingAdd(decoded, 8 * Len(t->size()));
+      if (t->chunks() == nullptr) continue;
+      for (const fb::ChunkStorageMetadata* c : *t->chunks()) {
+        const uint64_t longs = uint64_t{Len(c->offsets())} +
+                               Len(c->sizes());
+        ++n.items;
+        needed = SaturatingAdd(
+            needed, kMinStoredPieceBytes + kStoredBytesPerChunkDim / 2 * longs);
+        decoded = SaturatingAdd(decoded, kDecodedChunkBytes + 8 * longs);
+      }
+    }
+  }
+  if (m.storage_data() != nullptr) {
+    for (const fb::StorageDataEntry* e : *m.storage_data()) {
+      ++n.storage_entries;
+      const fb::MetadataIndex* index = e->index();
+      decoded = SaturatingAdd(
+          decoded, kDecodedStorageBytes + Len(index->fqn()) +
+                       8 * Len(index->offset()) +
+                       Len(e->info()));
+    }
+  }
+  if (const fb::StorageMeta* sm = m.storage_meta(); sm != nullptr) {
+    decoded += Len(sm->checkpoint_id()) +
+               Len(sm->save_id()) + Len(sm->load_id());
+    if (sm->modules() != nullptr) {
+      for (const flatbuffers::String* s : *sm->modules()) {
+        decoded = SaturatingAdd(decoded, 32 + Len(s));
+      }
+    }
+  }
+  n.stored_bytes_needed = std::max(
+      needed, SaturatingMul(n.storage_entries, kMinStoredPieceBytes));
+  n.decoded_bytes = decoded;
+  return n;
+}
+
+}  // namespace
+
+Result<Metadata> DecodeMetadata(std::string_view value,
+                                const MetadataLimits& limits) {
   const AlignedBytes aligned(value);
-  ROCKSDCP_ASSIGN_OR_RETURN(
-      const fb::Metadata* root,
-      VerifiedRoot<fb::Metadata>(aligned, kMetadataIdentifier, kWhat,
-                                 kMaxTables));
-  const fb::Metadata& m = *root;
+  // The Verifier visits a shared table once per reference: bounding the
+  // tables by the items the store can hold bounds its work too.
+  flatbuffers::uoffset_t max_tables = kMaxTables;
+  if (limits.stored_bytes != UINT64_MAX) {
+    const uint64_t items = limits.stored_bytes / kMinStoredPieceBytes;
+    max_tables = static_cast<flatbuffers::uoffset_t>(std::min<uint64_t>(
+        kMaxTables, SaturatingAdd(SaturatingMul(items, kTablesPerItem), 64)));
+  }
+  Result<const fb::Metadata*> root = VerifiedRoot<fb::Metadata>(
+      aligned, kMetadataIdentifier, kWhat, max_tables);
+  if (!root.ok()) {
+    if (max_tables < kMaxTables) {
+      // The Verifier does not say which check failed.
+      return Bad("it does not verify as a FlatBuffer of at most " +
+                 std::to_string(max_tables) + " tables, as many as the " +
+                 std::to_string(limits.stored_bytes) +
+                 " bytes the checkpoint holds can back: it is damaged or "
+                 "forged");
+    }
+    return root.status();
+  }
+  const fb::Metadata& m = **root;
+
+  const MetadataCounts counts = CountMetadata(m);
+  if (counts.stored_bytes_needed > limits.stored_bytes) {
+    return Bad("it lists " + std::to_string(counts.items) +
+               " chunks and byte items and " +
+               std::to_string(counts.storage_entries) +
+               " storage entries, whose pieces would take at least " +
+               std::to_string(counts.stored_bytes_needed) +
+               " bytes, but the checkpoint holds only " +
+               std::to_string(limits.stored_bytes) +
+               " bytes: it is forged or damaged");
+  }
+  const uint64_t decoded_limit = SaturatingAdd(
+      SaturatingMul(value.size(), kDecodedPerValueByte), kDecodedSlackBytes);
+  if (counts.decoded_bytes > decoded_limit) {
+    return Bad("its " + std::to_string(value.size()) +
+               " bytes would decode to about " +
+               std::to_string(counts.decoded_bytes) +
+               " bytes: its tables are shared, which no rocksdcp writer does; "
+               "it is forged or damaged");
+  }
 
   Metadata out;
   out.version = m.version() ? m.version()->str() : std::string();

@@ -30,13 +30,36 @@ inline constexpr uint64_t kMaxMetadataBytes = (uint64_t{1} << 31) - (1 << 20);
 Status CheckMetadataFits(const Metadata& metadata,
                          uint64_t limit = kMaxMetadataBytes);
 
+// The fewest bytes a checkpoint stores for each chunk or byte item its
+// metadata lists: every one has at least one piece, whose value (header,
+// checksum, data vector) takes more than this, plus 16 bytes per dimension
+// of its chunk, whose offsets and sizes each piece records.
+inline constexpr uint64_t kMinStoredPieceBytes = 32;
+inline constexpr uint64_t kStoredBytesPerChunkDim = 16;
+
+// What a Metadata value may make DecodeMetadata build.
+struct MetadataLimits {
+  // The bytes the checkpoint really holds besides this value (its column
+  // family's files and memtables): the chunks, byte items and storage
+  // entries the metadata lists must fit in them (kMinStoredPieceBytes
+  // each, plus kStoredBytesPerChunkDim per chunk dimension). UINT64_MAX
+  // for metadata that comes from another rank rather than from a store.
+  uint64_t stored_bytes = UINT64_MAX;
+};
+
 // Verifies and decodes a Metadata value. Beyond the FlatBuffers Verifier it
 // checks what a loader relies on, so untrusted bytes can't make it misbehave:
 // known dtypes; sizes >= 0; every chunk has the tensor's rank, non-negative
 // offsets and sizes, and lies within the tensor (no overflow); element
 // counts times dtype size fit in 63 bits; no duplicate fqns or indexes.
-// Returns Corruption saying what is wrong and where (the fqn).
-Result<Metadata> DecodeMetadata(std::string_view value);
+// Before it builds anything it counts what it would build, and refuses
+// (Corruption) what `limits` can't hold, or a value whose tables are
+// shared so that it would decode to many times its own size (FlatBuffers
+// lets one table be referenced any number of times; no encoder of ours
+// does that): the memory and time it takes are bounded by the bytes really
+// stored. Returns Corruption saying what is wrong and where (the fqn).
+Result<Metadata> DecodeMetadata(std::string_view value,
+                                const MetadataLimits& limits = {});
 
 }  // namespace rocksdcp::format
 

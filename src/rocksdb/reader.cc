@@ -96,9 +96,12 @@ Result<Metadata> RocksDBStorageReaderImpl::ReadMetadata() {
                               std::to_string(c.info.metadata_checksum) +
                               ", value hashes to " + std::to_string(sum) + ")");
   }
-  auto metadata = format::DecodeMetadata(value);
+  auto metadata = format::DecodeMetadata(value, {PieceBytes(c, value)});
   if (!metadata.ok()) {
-    return metadata.status().WithContext(Where() + ": metadata");
+    return metadata.status().WithContext(Where());  // It says "metadata: ".
+  }
+  if (Status fits = CheckStorageFits(*metadata, PieceBytes(c, value)); !fits.ok()) {
+    return fits.WithContext(Where());
   }
   if (!metadata->storage_meta) metadata->storage_meta = StorageMeta();
   metadata->storage_meta->load_id = load_id_;

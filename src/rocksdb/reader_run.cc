@@ -317,7 +317,17 @@ void RocksDBStorageReaderImpl::Work(Run& run, Worker& worker) {
   while (!run.failed.load(std::memory_order_relaxed)) {
     const size_t t = run.next.fetch_add(1, std::memory_order_relaxed);
     if (t >= run.tasks.size()) break;
-    Status s = RunTask(run, worker, run.tasks[t]);
+    Status s;
+    try {
+      s = RunTask(run, worker, run.tasks[t]);
+    } catch (const std::bad_alloc&) {
+      // Nothing may leave a reader thread: the load fails, naming the item.
+      const PlannedRead& pr = run.reads[run.tasks[t].read];
+      s = Status::ResourceExhausted(ItemWhere(pr.ri->storage_index) +
+                                    ": out of memory reading its " +
+                                    std::to_string(pr.item.info.length) +
+                                    " bytes");
+    }
     if (!s.ok()) run.Fail(t, std::move(s));
   }
   // Release the last piece's block now, not when the worker goes.

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -35,8 +37,14 @@ constexpr int kReadOnlyOpenAttempts = 32;
 // ingested files (a MANIFEST change), which a read-only open beside a
 // writer can see. A catalog entry that can't be decoded is left to the
 // calls that read it.
+//
+// An entry naming a column family the open did not ask for tears the view
+// too if `exists_now` says the column family is there now: a save created
+// it between ListColumnFamilies and the open. One that is not there now
+// either is not torn: the catalog is damaged, and the lookup says so.
 bool ViewIsTorn(rocksdb::DB* db,
-                const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+                const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
+                const std::function<bool(const std::string&)>& exists_now) {
   std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
   rocksdb::ColumnFamilyHandle* catalog = nullptr;
   for (rocksdb::ColumnFamilyHandle* h : handles) {
@@ -51,9 +59,13 @@ bool ViewIsTorn(rocksdb::DB* db,
        it->Next()) {
     auto entry = format::DecodeCatalogEntry(
         std::string_view(it->value().data(), it->value().size()));
-    if (!entry.ok() || entry->items == 0) continue;
+    if (!entry.ok()) continue;
     auto cf = by_name.find(entry->column_family);
-    if (cf == by_name.end()) continue;
+    if (cf == by_name.end()) {
+      if (exists_now(entry->column_family)) return true;
+      continue;
+    }
+    if (entry->items == 0) continue;
     std::unique_ptr<rocksdb::Iterator> keys(
         db->NewIterator(rocksdb::ReadOptions(), cf->second));
     keys->SeekToFirst();
@@ -61,6 +73,13 @@ bool ViewIsTorn(rocksdb::DB* db,
     if (keys->status().ok() && !keys->Valid()) return true;
   }
   return false;
+}
+
+// A file RocksDB named a moment ago is gone: another process replaced it.
+bool FileRotated(const rocksdb::Status& s) {
+  return s.IsPathNotFound() ||
+         (s.IsIOError() &&
+          s.ToString().find("No such file or directory") != std::string::npos);
 }
 
 // Who holds the store's LOCK file, as RocksDB's failed open says. Only
@@ -276,6 +295,10 @@ Status StoreImpl::OpenDB() {
     std::vector<std::string> names;
     if (exists) {
       s = rocksdb::DB::ListColumnFamilies(db_options, path_, &names);
+      if (!s.ok() && options_.read_only && FileRotated(s) &&
+          attempt < kReadOnlyOpenAttempts - 1) {
+        continue;
+      }
       if (!s.ok()) {
         return FromRocksDB(s, "cannot list column families of " + where);
       }
@@ -311,8 +334,26 @@ Status StoreImpl::OpenDB() {
         start = end + 2;
       }
     }
-    const bool changed = s.ok() && ViewIsTorn(raw, handles);
-    if (!vanished && !changed) break;
+    // Asked once per open, and only if an entry names a column family the
+    // open left out.
+    std::optional<std::set<std::string>> listed_now;
+    auto exists_now = [&](const std::string& cf) {
+      if (unopenable.count(cf) > 0) return false;
+      if (!listed_now) {
+        std::vector<std::string> now;
+        // Failing, it was most likely replacing its MANIFEST: open again.
+        if (!rocksdb::DB::ListColumnFamilies(db_options, path_, &now).ok()) {
+          return true;
+        }
+        listed_now.emplace(now.begin(), now.end());
+      }
+      return listed_now->count(cf) > 0;
+    };
+    const bool changed = s.ok() && ViewIsTorn(raw, handles, exists_now);
+    // The writer replaced a file (MANIFEST, OPTIONS) between reading its
+    // name and opening it.
+    const bool rotated = !s.ok() && FileRotated(s);
+    if (!vanished && !changed && !rotated) break;
     if (s.ok()) {
       for (rocksdb::ColumnFamilyHandle* h : handles) {
         raw->DestroyColumnFamilyHandle(h).PermitUncheckedError();
@@ -343,6 +384,7 @@ Status StoreImpl::OpenDB() {
     return failed;
   }
   db_.reset(raw);
+  vanished_cfs_ = std::move(unopenable);
   rocksdb::DB* db = raw;
   for (rocksdb::ColumnFamilyHandle* h : handles) {
     if (h->GetName() == rocksdb::kDefaultColumnFamilyName) {

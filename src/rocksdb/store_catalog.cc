@@ -26,7 +26,12 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
     auto entry = format::DecodeCatalogEntry(
         std::string_view(it->value().data(), it->value().size()));
     CheckpointInfo info;
-    if (!entry.ok()) {
+    if (Status valid = RocksDBStorageWriter::ValidateCheckpointId(*id);
+        !valid.ok()) {
+      // No save writes such a key, and nothing can load or delete it.
+      info.damage = "catalog key " + Quote(key) + " names an invalid id: " +
+                    valid.message();
+    } else if (!entry.ok()) {
       info.damage = "catalog entry " + Quote(key) + ": " + entry.status().message();
     } else if (entry->id != *id) {
       info.damage = "catalog entry " + Quote(key) + " names checkpoint " +
@@ -96,8 +101,15 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
     return info.status().WithContext("checkpoint " + Quote(id) +
                                      ": catalog entry");
   }
+  if (info->id != id) {
+    return Status::Corruption("checkpoint " + Quote(id) + ": catalog entry " +
+                              Quote(keys::CatalogKey(id)) +
+                              " names checkpoint " + Quote(info->id) +
+                              ": the catalog is damaged");
+  }
   auto it = cfs_.find(info->column_family);
-  if (it == cfs_.end() && options_.read_only) {
+  if (it == cfs_.end() && options_.read_only &&
+      vanished_cfs_.count(info->column_family) > 0) {
     // A read-only open beside a writer that was creating or dropping the
     // column family just then opens without it.
     return Status::NotFound(
@@ -111,7 +123,17 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
                               Quote(info->column_family) +
                               ", which the store does not have");
   }
-  return CommittedCheckpoint{std::move(info).value(), it->second};
+  return CommittedCheckpoint{std::move(info).value(), it->second,
+                             StoredBytes(it->second.get())};
+}
+
+uint64_t StoreImpl::StoredBytes(rocksdb::ColumnFamilyHandle* cf) const {
+  rocksdb::ColumnFamilyMetaData files;
+  db_->GetColumnFamilyMetaData(cf, &files);
+  uint64_t memtables = 0;
+  db_->GetIntProperty(cf, rocksdb::DB::Properties::kSizeAllMemTables,
+                      &memtables);
+  return files.size + memtables;
 }
 
 Result<StoreImpl::OnDiskNow> StoreImpl::CheckpointOnDiskNow(
@@ -132,9 +154,9 @@ Result<StoreImpl::OnDiskNow> StoreImpl::CheckpointOnDiskNow(
   return report.ok() ? OnDiskNow::kIntact : OnDiskNow::kDamaged;
 }
 
-Result<std::vector<std::string>> StoreImpl::IdsNamingColumnFamily(
-    const std::string& cf) const {
-  std::vector<std::string> ids;
+Result<std::map<std::string, std::vector<std::string>>>
+StoreImpl::IdsByColumnFamily() const {
+  std::map<std::string, std::vector<std::string>> ids;
   std::unique_ptr<rocksdb::Iterator> it(
       db_->NewIterator(rocksdb::ReadOptions(), default_cf_));
   const std::string prefix(keys::kCatalogPrefix);
@@ -144,8 +166,11 @@ Result<std::vector<std::string>> StoreImpl::IdsNamingColumnFamily(
         std::string_view(it->value().data(), it->value().size()));
     auto id = keys::ParseCatalogKey(
         std::string_view(it->key().data(), it->key().size()));
-    if (entry.ok() && id.ok() && entry->column_family == cf) {
-      ids.push_back(std::move(id).value());
+    // Only sound entries: one that is damaged by itself (see ReadCatalog)
+    // is reported as such, and deleting it drops no column family.
+    if (entry.ok() && id.ok() && entry->id == *id &&
+        RocksDBStorageWriter::ValidateCheckpointId(*id).ok()) {
+      ids[entry->column_family].push_back(std::move(id).value());
     }
   }
   if (!it->status().ok()) {
@@ -154,13 +179,34 @@ Result<std::vector<std::string>> StoreImpl::IdsNamingColumnFamily(
   return ids;
 }
 
+Result<std::vector<std::string>> StoreImpl::IdsNamingColumnFamily(
+    const std::string& cf) const {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto all, IdsByColumnFamily());
+  auto it = all.find(cf);
+  if (it == all.end()) return std::vector<std::string>();
+  return std::move(it->second);
+}
+
 std::string SharedColumnFamilyProblem(const std::string& id,
                                       const std::string& cf,
                                       const std::vector<std::string>& ids) {
+  // A few by name: a catalog with thousands of aliases must not give each
+  // of them a message naming all the others.
+  constexpr size_t kNamed = 3;
   std::string others;
+  size_t named = 0;
+  size_t unnamed = 0;
   for (const std::string& other : ids) {
     if (other == id) continue;
+    if (named == kNamed) {
+      ++unnamed;
+      continue;
+    }
     others += (others.empty() ? "" : ", ") + Quote(other);
+    ++named;
+  }
+  if (unnamed > 0) {
+    others += " and " + std::to_string(unnamed) + " more";
   }
   return "checkpoint " + Quote(id) + " shares its column family " + Quote(cf) +
          " with checkpoint " + others +

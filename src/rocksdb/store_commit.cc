@@ -240,7 +240,11 @@ Status StoreImpl::Delete(std::string_view id_view) {
   }
   if (!s.ok()) return FromRocksDB(s, "delete of checkpoint " + Quote(id));
   auto info = format::DecodeCatalogEntry(value);
-  if (info.ok()) {
+  // A damaged entry (it does not decode, or names another checkpoint) is
+  // removed alone: whatever column family it names may be another's, so
+  // none is dropped here; GC drops the orphan.
+  const bool sound = info.ok() && info->id == id;
+  if (sound) {
     // Dropping the column family of an entry another one names too would
     // destroy that checkpoint: only a damaged catalog has such entries.
     ROCKSDCP_ASSIGN_OR_RETURN(std::vector<std::string> sharing,
@@ -264,7 +268,7 @@ Status StoreImpl::Delete(std::string_view id_view) {
   }
   if (commit_hook_) commit_hook_("delete_after_catalog");
   // Deleted: a column family that is not dropped is GC's.
-  if (info.ok()) DropColumnFamilyLocked(info->column_family).IgnoreError();
+  if (sound) DropColumnFamilyLocked(info->column_family).IgnoreError();
   return Status::OK();
 }
 

@@ -10,12 +10,14 @@
 #include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rocksdb/block_buffer_pool.h"
@@ -37,7 +39,20 @@ rocksdb::Options CheckpointColumnFamilyOptions(
 struct CommittedCheckpoint {
   CheckpointInfo info;
   std::shared_ptr<rocksdb::ColumnFamilyHandle> cf;
+  // What its column family really holds: its SST files' sizes and its
+  // memtables'. Whatever its metadata claims must fit in it (forged
+  // metadata can claim anything; see format::MetadataLimits).
+  uint64_t stored_bytes = 0;
 };
+
+// What `c` holds besides its metadata value (`metadata_value`), which is
+// what its pieces can take: the bound of format::MetadataLimits and
+// CheckStorageFits.
+inline uint64_t PieceBytes(const CommittedCheckpoint& c,
+                           std::string_view metadata_value) {
+  return c.stored_bytes - std::min<uint64_t>(c.stored_bytes,
+                                             metadata_value.size());
+}
 
 // What Finish hands the store to commit.
 struct CommitRequest {
@@ -92,9 +107,15 @@ class StoreImpl final : public Store {
   bool read_only() const { return options_.read_only; }
 
   // The ids whose catalog entries name column family `cf`: one, unless the
-  // catalog is damaged (entries that don't decode are left out).
+  // catalog is damaged. Entries damaged by themselves (they don't decode,
+  // name another id, or sit under an invalid id) are left out.
   Result<std::vector<std::string>> IdsNamingColumnFamily(
       const std::string& cf) const;
+  // The same for every column family the catalog names, in one scan.
+  Result<std::map<std::string, std::vector<std::string>>> IdsByColumnFamily()
+      const;
+  // The bytes column family `cf` holds: its SST files and memtables.
+  uint64_t StoredBytes(rocksdb::ColumnFamilyHandle* cf) const;
 
   // What checkpoint `id` is in the store as it is on disk now, which a
   // read-only Store, whose view is the store when it opened, can't tell by
@@ -203,6 +224,9 @@ class StoreImpl final : public Store {
   // may exist, so their names are not given out again; GC drops them once
   // the store reopens (and opens a handle on them).
   std::set<std::string> handleless_cfs_;
+  // Read-only: column families listed but gone by the time the store
+  // opened (dropped by another process meanwhile), so left out.
+  std::set<std::string> vanished_cfs_;
   // The first error of a RocksDB write (catalog, column family, ingestion)
   // since the store opened; then the store writes no more (see StopLocked).
   Status stopped_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "format/metadata_codec.h"
 #include "rocksdb/rocksdb_status.h"
 #include "util/text.h"
 
@@ -62,6 +63,52 @@ Result<StoredItem> LookupStoredItem(const Metadata& metadata,
   return item;
 }
 
+Result<uint64_t> StoredItemBytes(const Metadata& metadata,
+                                 const MetadataIndex& index) {
+  auto it = metadata.storage_data.find(index);
+  if (it == metadata.storage_data.end()) {
+    return Status::Corruption("item " + Quote(index.ToString()) +
+                              ": the metadata records no storage for it");
+  }
+  auto info = format::DecodeStorageInfo(it->second);
+  if (!info.ok()) {
+    return info.status().WithContext("item " + Quote(index.ToString()));
+  }
+  return info->length;
+}
+
+Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes) {
+  // In 128 bits: a forged entry's length and piece count are any uint64.
+  unsigned __int128 payload = 0;
+  unsigned __int128 pieces = 0;
+  const MetadataIndex* largest = nullptr;
+  format::StorageInfo largest_info;
+  for (const auto& [index, value] : metadata.storage_data) {
+    Result<format::StorageInfo> info = format::DecodeStorageInfo(value);
+    if (!info.ok()) continue;
+    payload += info->length;
+    pieces += info->num_pieces;
+    if (largest == nullptr || info->length > largest_info.length) {
+      largest = &index;
+      largest_info = *info;
+    }
+  }
+  const unsigned __int128 needed =
+      std::max(payload, pieces * format::kMinStoredPieceBytes);
+  if (needed <= stored_bytes) return Status::OK();
+  auto text = [](unsigned __int128 n) {
+    return n > UINT64_MAX ? std::string("over 2^64")
+                          : std::to_string(static_cast<uint64_t>(n));
+  };
+  return Status::Corruption(
+      "its metadata claims " + text(payload) + " bytes in " + text(pieces) +
+      " pieces (item " + Quote(largest->ToString()) + " alone " +
+      std::to_string(largest_info.length) + " bytes in " +
+      std::to_string(largest_info.num_pieces) +
+      " pieces), but the checkpoint holds only " +
+      std::to_string(stored_bytes) + " bytes: it is forged or damaged");
+}
+
 Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
                         std::string_view key, const MetadataIndex& index,
                         const StoredItem& item, uint32_t p,
@@ -76,6 +123,17 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
   }
   if (!s.ok()) return FromRocksDB(s, "reading key " + Quote(key));
   ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value, key));
+  if (item.info.format_version >= format::kBoundStorageInfoFormatVersion &&
+      out->format_version < format::kPieceFormatVersion) {
+    // An unbound piece verifies under any key: one moved here from another
+    // item, and rewritten in the old format, would pass.
+    return Status::Corruption(
+        "the piece has format version " +
+        std::to_string(out->format_version) +
+        ", not bound to its key, but its item was saved with pieces bound "
+        "to their keys (storage info version " +
+        std::to_string(item.info.format_version) + ")");
+  }
   const format::PieceHeader& h = out->header;
   const uint64_t offset = uint64_t{p} * item.info.piece_bytes;
   const uint64_t length =

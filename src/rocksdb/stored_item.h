@@ -35,6 +35,16 @@ struct StoredItem {
 // the chunk's elements.
 Result<StoredItem> LookupStoredItem(const Metadata& metadata,
                                     const MetadataIndex& index, bool tensor);
+// Corruption unless what the storage entries of `metadata` claim fits in
+// the `stored_bytes` the checkpoint really holds: their payload (the sum of
+// their lengths; pieces store their bytes as they are) and
+// format::kMinStoredPieceBytes per piece. Names the entry claiming the
+// most. Checked before a load or Verify allocates or reads anything for
+// an item, so forged lengths and piece counts can't make either take
+// memory or time out of proportion to the store. Entries whose storage
+// info does not decode are left to LookupStoredItem.
+Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes);
+
 // Verifies what a Get or MultiGet of piece `p` of `item` (at `key`)
 // returned: that it is there, DecodePiece's checks (the FlatBuffers
 // verifier, identifier, version and XXH3), and the piece's header against

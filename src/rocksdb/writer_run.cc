@@ -263,20 +263,27 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   std::vector<std::thread> threads;
   threads.reserve(runs - 1);
   std::vector<size_t> inline_runs;
-  for (size_t r = 1; r < runs; ++r) {
-    auto run = [this, &job, &bounds, &files, r] {
-      WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r]).IgnoreError();
-    };
+  // Each run records its failure in `job`; nothing may leave a writer
+  // thread, so running out of memory is recorded too.
+  auto write_run = [this, &job, &bounds, &files](size_t r) {
     try {
-      threads.emplace_back(run);
+      WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r]).IgnoreError();
+    } catch (const std::bad_alloc&) {
+      std::lock_guard<std::mutex> lock(job.mu);
+      if (!job.failed.exchange(true)) {
+        job.error = Status::ResourceExhausted(Where() + ": out of memory");
+      }
+    }
+  };
+  for (size_t r = 1; r < runs; ++r) {
+    try {
+      threads.emplace_back(write_run, r);
     } catch (const std::system_error&) {
       inline_runs.push_back(r);  // No thread to be had: write it here.
     }
   }
-  WriteRun(&job, 0, bounds[0], bounds[1], &files[0]).IgnoreError();
-  for (size_t r : inline_runs) {
-    WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r]).IgnoreError();
-  }
+  write_run(0);
+  for (size_t r : inline_runs) write_run(r);
   for (std::thread& t : threads) t.join();
 
   if (job.failed.load()) {

@@ -80,14 +80,7 @@ std::string ReadFile(const std::string& path) {
 // Rewrites the victim's catalog entry with `change` applied.
 void EditCatalogEntry(const std::string& store,
                       const std::function<void(CheckpointInfo&)>& change) {
-  RawStore raw(store);
-  const std::string key = keys::CatalogKey(kVictim);
-  auto entry = format::DecodeCatalogEntry(
-      raw.Get(rocksdb::kDefaultColumnFamilyName, key));
-  ASSERT_OK(entry);
-  change(*entry);
-  raw.Put(rocksdb::kDefaultColumnFamilyName, key,
-          format::EncodeCatalogEntry(*entry));
+  testing::EditCatalogEntry(store, kVictim, change);
 }
 
 class CorruptionTest : public StoreTest {
@@ -429,18 +422,7 @@ TEST_F(CorruptionTest, MetadataThatDisagreesWithThePiecesIsCaught) {
 // the catalog to match, as a buggy or hostile writer could.
 void RewriteVictimMetadata(const std::string& store,
                            const std::function<void(Metadata&)>& change) {
-  std::string value;
-  {
-    RawStore raw(store);
-    auto metadata = format::DecodeMetadata(raw.Get(kVictim, keys::kMetadataKey));
-    ASSERT_OK(metadata);
-    change(*metadata);
-    value = format::EncodeMetadata(*metadata);
-    raw.Put(kVictim, keys::kMetadataKey, value);
-  }
-  EditCatalogEntry(store, [&](CheckpointInfo& e) {
-    e.metadata_checksum = format::Xxh3(value);
-  });
+  RewriteMetadata(store, kVictim, change);
 }
 
 // Whatever a load refuses before it reads a piece, Verify reports too,
@@ -480,6 +462,74 @@ TEST_F(CorruptionTest, AChunkWithoutStorageFailsVerifyAsItFailsALoad) {
               StatusIs(StatusCode::kCorruption,
                        HasSubstr("the metadata records no storage for it")));
   ExpectOthersLoadBitExact();
+}
+
+// Rewrites the storage entry of `index` in the victim's metadata.
+void RewriteVictimStorage(const std::string& store, const MetadataIndex& index,
+                          const std::function<void(format::StorageInfo&)>& change) {
+  RewriteVictimMetadata(store, [&](Metadata& md) {
+    std::string& value = md.storage_data.at(index);
+    auto info = format::DecodeStorageInfo(value);
+    ASSERT_OK(info);
+    change(*info);
+    value = format::EncodeStorageInfo(*info);
+  });
+}
+
+// Forged claims are checked against what the checkpoint holds before
+// anything is allocated or read for an item: a byte item of 64 GiB in a
+// store of a few hundred KiB fails at once, naming it, and Verify reads
+// no piece rather than look for two million of them.
+TEST_F(CorruptionTest, AByteItemClaimingMoreThanTheStoreHoldsIsRefusedAtOnce) {
+  RewriteVictimStorage(store_path(), MetadataIndex(kOpt),
+                       [](format::StorageInfo& info) {
+                         info.length = uint64_t{64} << 30;
+                         info.num_pieces = 1 << 21;  // Of 32 KiB.
+                       });
+  OpenStore();
+  ExpectCheckpointProblem("item 'opt' alone 68719476736 bytes in 2097152 pieces", 0);
+}
+
+// The same for a tensor whose metadata claims 2 GiB (65,536 pieces).
+TEST_F(CorruptionTest, ATensorClaimingMoreThanTheStoreHoldsIsRefusedAtOnce) {
+  RewriteVictimMetadata(store_path(), [](Metadata& md) {
+    auto& w = std::get<TensorStorageMetadata>(md.state_dict_metadata.at("w"));
+    w.size = {65536, kPiece};
+    w.chunks = {{{0, 0}, {65536, kPiece}}};
+    std::string& value = md.storage_data.at(MetadataIndex("w", {0, 0}));
+    auto info = format::DecodeStorageInfo(value);
+    ASSERT_OK(info);
+    info->length = uint64_t{65536} * kPiece;
+    info->num_pieces = 65536;
+    value = format::EncodeStorageInfo(*info);
+  });
+  OpenStore();
+  ExpectCheckpointProblem("item 'w@[0, 0]' alone 2147483648 bytes in 65536 pieces", 0);
+}
+
+// Pieces so small that their count alone can't be stored: 393,216 pieces
+// of one byte need far more than the store holds.
+TEST_F(CorruptionTest, MorePiecesThanTheStoreCanHoldAreRefusedAtOnce) {
+  RewriteVictimStorage(store_path(), MetadataIndex("w", {0, 0}),
+                       [](format::StorageInfo& info) {
+                         info.piece_bytes = 1;
+                         info.num_pieces = static_cast<uint32_t>(info.length);
+                       });
+  OpenStore();
+  ExpectCheckpointProblem("in 393216 pieces", 0);
+}
+
+// Chunks beyond what the store could hold (each needs a piece): refused
+// while decoding, before they are built.
+TEST_F(CorruptionTest, MoreChunksThanTheStoreCanHoldAreRefusedAtOnce) {
+  RewriteVictimMetadata(store_path(), [](Metadata& md) {
+    auto& bias = std::get<TensorStorageMetadata>(md.state_dict_metadata.at("bias"));
+    bias.size = {100000};
+    bias.chunks.clear();
+    for (int64_t i = 0; i < 100000; ++i) bias.chunks.push_back({{i}, {1}});
+  });
+  OpenStore();
+  ExpectCheckpointProblem("metadata: it lists 100002 chunks and byte items", 0);
 }
 
 TEST_F(CorruptionTest, GarbageCatalogEntryIsFound) {

@@ -12,7 +12,10 @@
 #include <regex>
 
 #include "rocksdb/child_process.h"
+#include "format/catalog_codec.h"
+#include "keys/keys.h"
 #include "rocksdb/fault_fs.h"
+#include "rocksdb/raw_store.h"
 #include "rocksdb/store_fixture.h"
 #include "rocksdb/store_impl.h"
 
@@ -39,11 +42,26 @@ const char* const kScenarios[] = {
     "tensor-too-large", "tensor-null-data", "tensor-not-on-cpu",
     "piece-size-out-of-range", "store-missing", "store-locked",
     "read-only-save",  "piece-corrupt",    "disk-full",
+    "catalog-names-another-checkpoint", "catalog-column-family-missing",
+    "metadata-claims-more-than-stored", "metadata-lists-more-than-stored",
 };
 
 class ErrorTableTest : public StoreTest,
                        public ::testing::WithParamInterface<const char*> {
  protected:
+  // Saves checkpoints a and b, closes the store, damages it with `forge`,
+  // opens it again and loads a.
+  Status LoadForged(const std::function<void()>& forge, bool read_only = false) {
+    for (const auto& [id, seed] : {std::pair{"a", 1}, std::pair{"b", 2}}) {
+      ROCKSDCP_RETURN_IF_ERROR(SaveDict(ExampleStateDict(seed).dict, id).status());
+    }
+    CloseStore();
+    forge();
+    OpenStore({.read_only = read_only});
+    ExampleState into = EmptyExampleStateDict();
+    return LoadDict(&into.dict, "a");
+  }
+
   // Runs the scenario, then writes the store path as <store>, the test's
   // temp directory as <tmp> and random names as <random>, so the message
   // does not depend on them.
@@ -173,6 +191,45 @@ class ErrorTableTest : public StoreTest,
     };
     s["piece-size-out-of-range"] = [this] {
       return store_->NewWriter({.max_piece_bytes = 0}).status();
+    };
+    // Stores damaged, or forged, through RocksDB and the schema.
+    s["catalog-names-another-checkpoint"] = [this] {
+      return LoadForged([this] {
+        RawStore raw(store_path());
+        raw.Put("default", keys::CatalogKey("a"),
+                raw.Get("default", keys::CatalogKey("b")));
+      });
+    };
+    s["catalog-column-family-missing"] = [this] {
+      return LoadForged(
+          [this] {
+            EditCatalogEntry(store_path(), "a", [](CheckpointInfo& e) {
+              e.column_family = "gone";
+            });
+          },
+          /*read_only=*/true);
+    };
+    s["metadata-claims-more-than-stored"] = [this] {
+      return LoadForged([this] {
+        RewriteMetadata(store_path(), "a", [](Metadata& md) {
+          std::string& value = md.storage_data.at(MetadataIndex("optimizer/state"));
+          format::StorageInfo info = *format::DecodeStorageInfo(value);
+          info.length = uint64_t{64} << 30;
+          info.piece_bytes = uint64_t{1} << 30;
+          info.num_pieces = 64;
+          value = format::EncodeStorageInfo(info);
+        });
+      });
+    };
+    s["metadata-lists-more-than-stored"] = [this] {
+      return LoadForged([this] {
+        RewriteMetadata(store_path(), "a", [](Metadata& md) {
+          auto& t = std::get<TensorStorageMetadata>(md.state_dict_metadata.at("model.norm.bias"));
+          t.size = {100000};
+          t.chunks.clear();
+          for (int64_t i = 0; i < 100000; ++i) t.chunks.push_back({{i}, {1}});
+        });
+      });
     };
     return s;
   }

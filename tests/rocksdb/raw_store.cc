@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "format/catalog_codec.h"
+#include "format/checksum.h"
+#include "format/metadata_codec.h"
+#include "keys/keys.h"
 #include "rocksdb/store_impl.h"
+#include "test_util.h"
 
 namespace rocksdcp::testing {
 
@@ -59,6 +64,34 @@ rocksdb::ColumnFamilyHandle* RawStore::Cf(const std::string& name) {
   }
   ADD_FAILURE() << "no column family " << name;
   return handles_.front();
+}
+
+void EditCatalogEntry(const std::string& store, const std::string& id,
+                      const std::function<void(CheckpointInfo&)>& change) {
+  RawStore raw(store);
+  const std::string key = keys::CatalogKey(id);
+  auto entry = format::DecodeCatalogEntry(
+      raw.Get(rocksdb::kDefaultColumnFamilyName, key));
+  ASSERT_OK(entry);
+  change(*entry);
+  raw.Put(rocksdb::kDefaultColumnFamilyName, key,
+          format::EncodeCatalogEntry(*entry));
+}
+
+void RewriteMetadata(const std::string& store, const std::string& id,
+                     const std::function<void(Metadata&)>& change) {
+  std::string value;
+  {
+    RawStore raw(store);
+    auto metadata = format::DecodeMetadata(raw.Get(id, keys::kMetadataKey));
+    ASSERT_OK(metadata);
+    change(*metadata);
+    value = format::EncodeMetadata(*metadata);
+    raw.Put(id, keys::kMetadataKey, value);
+  }
+  EditCatalogEntry(store, id, [&](CheckpointInfo& e) {
+    e.metadata_checksum = format::Xxh3(value);
+  });
 }
 
 }  // namespace rocksdcp::testing

@@ -7,10 +7,13 @@
 
 #include <rocksdb/db.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "rocksdcp/rocksdcp.h"
 
 namespace rocksdcp::testing {
 
@@ -33,6 +36,16 @@ class RawStore {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   std::unique_ptr<rocksdb::DB> db_;
 };
+
+// Rewrites checkpoint `id`'s catalog entry with `change` applied.
+void EditCatalogEntry(const std::string& store, const std::string& id,
+                      const std::function<void(CheckpointInfo&)>& change);
+
+// Rewrites checkpoint `id`'s metadata (in the column family named `id`)
+// with `change` applied, and its catalog entry's checksum to match: what
+// a forger with the schema would do.
+void RewriteMetadata(const std::string& store, const std::string& id,
+                     const std::function<void(Metadata&)>& change);
 
 }  // namespace rocksdcp::testing
 

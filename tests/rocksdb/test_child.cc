@@ -17,11 +17,18 @@
 //   rocksdcp_test_child save-mib STORE ID MIB
 //       saves MIB MiB of RandomTensor(uint8, seed 7) as ID; exits 0 when
 //       it committed, 3 (printing the Status) when a call failed.
+//   rocksdcp_test_child load-capped STORE ID FQN MIB
+//       opens STORE read-only, caps its address space (RLIMIT_AS) at what
+//       it uses then plus MIB MiB, and loads byte item FQN of ID; prints
+//       "OK" or the Status and exits 0 or 3. Running out of memory must
+//       be a Status, never an abort.
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "rocksdb/store_fixture.h"
@@ -135,6 +142,35 @@ int SaveMib(const std::string& path, const std::string& id, int64_t mib) {
   return 3;
 }
 
+// This process's address space (VmSize), in bytes.
+uint64_t AddressSpaceBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) {
+      return std::stoull(line.substr(7)) << 10;  // "VmSize:  1234 kB"
+    }
+  }
+  return 0;
+}
+
+int LoadCapped(const std::string& path, const std::string& id,
+               const std::string& fqn, int64_t mib) {
+  auto store = Store::Open(path, {.create_if_missing = false, .read_only = true});
+  if (!store.ok()) {
+    std::printf("%s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  auto reader = (*store)->NewReader();
+  if (!reader.ok()) return 2;
+  StateDict dict = {{fqn, std::string()}};
+  const rlim_t cap = AddressSpaceBytes() + (static_cast<uint64_t>(mib) << 20);
+  const rlimit limit{cap, cap};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return 2;
+  Status s = Load(&dict, **reader, {.checkpoint_id = id});
+  std::printf("%s\n", s.ToString().c_str());
+  return s.ok() ? 0 : 3;
+}
+
 }  // namespace
 }  // namespace rocksdcp::testing
 
@@ -149,6 +185,9 @@ int main(int argc, char** argv) {
   }
   if (argc == 5 && std::strcmp(argv[1], "save-mib") == 0) {
     return SaveMib(argv[2], argv[3], std::stoll(argv[4]));
+  }
+  if (argc == 6 && std::strcmp(argv[1], "load-capped") == 0) {
+    return LoadCapped(argv[2], argv[3], argv[4], std::stoll(argv[5]));
   }
   if (argc == 6 && std::strcmp(argv[1], "save") == 0) {
     return SaveAndDie(argv[2], argv[3], std::stoull(argv[4]), argv[5]);
