@@ -793,6 +793,16 @@ std::vector<HostileCase> MakeCases() {
   c.push_back({"key_metadata_under_piece_key", "key",
                "the metadata value under the key of piece 1 of 'w'",
                [](F& f) { f.PutValue(kW1, f.MetadataValue()); }});
+  // A read-only open takes a committed checkpoint whose column family
+  // holds its metadata but no piece for a save another process is
+  // committing, and opens again (store.cc, ViewIsTorn): up to 32 times.
+  c.push_back({"key_every_piece_deleted", "key",
+               "every piece of the victim deleted; its metadata remains",
+               [](F& f) {
+                 for (const std::string& key : f.raw().Keys(kCf)) {
+                   if (key != kMetadataKey) f.Delete(key);
+                 }
+               }});
   c.push_back({"key_catalog_junk", "harmless",
                "keys 'zzz', 'checkpoint', 'checkpoint0' and '\\xff' in the "
                "default column family",
