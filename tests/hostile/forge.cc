@@ -329,7 +329,11 @@ std::string Encode(const FCatalog& c) {
   return Finished(fbb);
 }
 
-void FPiece::Rehash() { xxh3 = Xxh3(data ? *data : std::string()); }
+void FPiece::Rehash(std::string_view key) {
+  const std::string bytes = data.value_or("");
+  const uint64_t seed = format_version >= 2 ? Xxh3(key) : 0;
+  xxh3 = format::Xxh3(bytes.data(), bytes.size(), seed);
+}
 
 FPiece ParsePiece(std::string_view value) {
   FPiece out;

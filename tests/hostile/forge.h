@@ -133,8 +133,9 @@ struct FPiece {
   uint64_t xxh3 = 0;
   std::optional<std::string> data;
 
-  // Sets xxh3 to the XXH3-64 of data, as a careful forger would.
-  void Rehash();
+  // Sets xxh3 as a careful forger would: the XXH3-64 of data, seeded (from
+  // format_version 2 on) with the XXH3-64 of the key it is stored under.
+  void Rehash(std::string_view key);
 };
 
 // Each Parse reads a value rocksdcp wrote (the test fails if it does not

@@ -459,6 +459,7 @@ std::vector<HostileCase> MakeCases() {
                  m.storage->push_back(s);
                  FPiece p = f.Piece(kSh4);
                  p.chunk_offsets = std::vector<int64_t>{2, 0};
+                 p.Rehash("sharded@2,0#00000000");
                  f.PutPiece("sharded@2,0#00000000", p);
                }),
                "info=0", "sharded", {"sharded"}});
@@ -475,7 +476,7 @@ std::vector<HostileCase> MakeCases() {
                  p.chunk_sizes = std::vector<int64_t>{3, 16};
                  p.byte_length = 192;
                  p.data->resize(192);
-                 p.Rehash();
+                 p.Rehash(kSh4);
                  f.PutPiece(kSh4, p);
                }),
                "info=0", "sharded", {"sharded"}});
@@ -659,6 +660,22 @@ std::vector<HostileCase> MakeCases() {
                  f.PutValue(kB20, b);
                },
                "", "b", {"'b", "\"b"}});
+  // The binding of version 2 pieces, undone: version 1 pieces (seed 0)
+  // still load, and nothing says this checkpoint was written with 2.
+  c.push_back({"piece_swap_downgraded_to_v1", "piece",
+               "the pieces of 'b' and 'b2' swapped and rewritten as format "
+               "version 1, whose checksums are bound to no key",
+               [](F& f) {
+                 FPiece b = f.Piece(kB0);
+                 FPiece b2 = f.Piece(kB20);
+                 for (FPiece* p : {&b, &b2}) {
+                   p->format_version = 1;
+                   p->Rehash("");
+                 }
+                 f.PutPiece(kB0, b2);
+                 f.PutPiece(kB20, b);
+               },
+               "", "b", {"'b", "\"b"}});
   c.push_back({"piece_swap_across_items", "piece",
                "piece 1 of 'w' and piece 0 of 'opt' swapped",
                [](F& f) {
@@ -706,8 +723,8 @@ std::vector<HostileCase> MakeCases() {
                  return WithIdentifier(v, "RDCM");
                })});
   c.push_back({"piece_future_format_version", "piece",
-               "piece 1 of 'w' has format_version 2",
-               EditPiece(kW1, [](FPiece& p) { p.format_version = 2; })});
+               "piece 1 of 'w' has format_version 3, which no build knows",
+               EditPiece(kW1, [](FPiece& p) { p.format_version = 3; })});
   c.push_back({"piece_kind_tensor", "piece",
                "piece 0 of byte item 'opt' says it is a tensor's",
                EditPiece(kOpt0, [](FPiece& p) { p.kind = 0; }),
@@ -727,6 +744,7 @@ std::vector<HostileCase> MakeCases() {
                [](F& f) {
                  FPiece p = f.Piece(kW2);
                  p.piece = 3;
+                 p.Rehash("w@0,0#00000003");
                  f.PutPiece("w@0,0#00000003", p);
                },
                "verify=*"});
@@ -737,7 +755,7 @@ std::vector<HostileCase> MakeCases() {
                          [](FPiece& p) {
                            p.data->resize(8000, 'x');
                            p.byte_length = 8000;
-                           p.Rehash();
+                           p.Rehash(kW2);
                          })});
   c.push_back({"piece_oversized_700k", "piece",
                "piece 0 of 'w' holds 700 KB, its header and checksum agreeing",
@@ -745,7 +763,7 @@ std::vector<HostileCase> MakeCases() {
                          [](FPiece& p) {
                            *p.data = Garbage(700000, 8);
                            p.byte_length = 700000;
-                           p.Rehash();
+                           p.Rehash(kW0);
                          })});
   c.push_back({"piece_empty_tensor_with_data", "piece",
                "the piece of empty tensor 'e' holds 16 bytes, header and "
@@ -754,7 +772,7 @@ std::vector<HostileCase> MakeCases() {
                          [](FPiece& p) {
                            p.data = Garbage(16, 9);
                            p.byte_length = 16;
-                           p.Rehash();
+                           p.Rehash(kE0);
                          }),
                // A load reads no piece of an empty tensor: only verify
                // can tell.
