@@ -54,7 +54,7 @@ add_test(NAME fuzz.build
 set_tests_properties(fuzz.build PROPERTIES
   FIXTURES_SETUP rocksdcp_fuzzers LABELS fuzz PROCESSORS 2 TIMEOUT 1200)
 
-foreach(name piece metadata catalog keys safetensors)
+foreach(name piece metadata catalog keys safetensors store)
   add_test(NAME fuzz.${name}
     COMMAND ${CMAKE_COMMAND} -DNAME=${name}
             -DFUZZER=${fuzz_build_dir}/${name}_fuzzer
