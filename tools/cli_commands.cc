@@ -143,7 +143,9 @@ int RunLs(const Args& a) {
              [&](const auto& row) {
                for (const CheckpointInfo& c : *list) {
                  if (!c.damage.empty()) {
-                   row({Printable(c.id), "DAMAGED", "-", "-", "-", "-"});
+                   // An empty id (key "checkpoint/") shows as ''.
+                   row({c.id.empty() ? "''" : Printable(c.id), "DAMAGED",
+                        "-", "-", "-", "-"});
                    continue;
                  }
                  row({Printable(c.id), StateName(c.state),
@@ -155,7 +157,7 @@ int RunLs(const Args& a) {
   // row per checkpoint for whoever reads stdout.
   for (const CheckpointInfo& c : *list) {
     if (c.damage.empty()) continue;
-    std::fprintf(stderr, "rocksdcp ls: checkpoint %s is damaged: %s\n",
+    std::fprintf(stderr, "rocksdcp ls: checkpoint '%s' is damaged: %s\n",
                  Printable(c.id).c_str(), Printable(c.damage).c_str());
   }
   return kExitOk;

@@ -21,26 +21,27 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
     const std::string key = it->key().ToString();
-    auto id = keys::ParseCatalogKey(key);
-    if (!id.ok()) continue;  // No save writes such a key: Verify's to say.
+    // Every key under the prefix is listed, "checkpoint/" (an empty id)
+    // too: one that no save writes is listed as damaged.
+    std::string id = key.substr(prefix.size());
     auto entry = format::DecodeCatalogEntry(
         std::string_view(it->value().data(), it->value().size()));
     CheckpointInfo info;
-    if (Status valid = RocksDBStorageWriter::ValidateCheckpointId(*id);
+    if (Status valid = RocksDBStorageWriter::ValidateCheckpointId(id);
         !valid.ok()) {
       // No save writes such a key, and nothing can load or delete it.
       info.damage = "catalog key " + Quote(key) + " names an invalid id: " +
                     valid.message();
     } else if (!entry.ok()) {
       info.damage = "catalog entry " + Quote(key) + ": " + entry.status().message();
-    } else if (entry->id != *id) {
+    } else if (entry->id != id) {
       info.damage = "catalog entry " + Quote(key) + " names checkpoint " +
                     Quote(entry->id);
     } else {
       info = std::move(entry).value();
     }
-    info.id = *id;
-    catalog.emplace(std::move(id).value(), std::move(info));
+    info.id = id;
+    catalog.emplace(std::move(id), std::move(info));
   }
   if (!it->status().ok()) {
     return FromRocksDB(it->status(), "store " + Quote(path_) + ": catalog scan");

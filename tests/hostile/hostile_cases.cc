@@ -390,7 +390,7 @@ std::vector<HostileCase> MakeCases() {
                           i.piece_bytes = 64 * kGiB;
                           i.num_pieces = 1;
                         }),
-               "info=0 dump=0", "w", {"opt"}});
+               "info=1 dump=1", "w", {"opt"}});
   c.push_back({"metadata_bytes_64gib_small_pieces", "metadata",
                "byte item 'opt' claims 64 GiB in 16,777,216 pieces of 4 KiB",
                EditInfo("opt", std::nullopt,
@@ -399,7 +399,7 @@ std::vector<HostileCase> MakeCases() {
                           i.piece_bytes = 4096;
                           i.num_pieces = 16777216;
                         }),
-               "info=0 dump=0", "w", {"opt"}});
+               "info=1 dump=1", "w", {"opt"}});
   // Issue #3: work bounded by what is stored, not by what is claimed.
   c.push_back({"metadata_bytes_4g_pieces", "metadata",
                "byte item 'opt' claims 2^32-1 pieces of 1 byte",
@@ -409,7 +409,7 @@ std::vector<HostileCase> MakeCases() {
                           i.piece_bytes = 1;
                           i.num_pieces = 0xffffffffu;
                         }),
-               "info=0 dump=0", "w", {"opt"}});
+               "info=1 dump=1", "w", {"opt"}});
   c.push_back({"metadata_tensor_2g_pieces", "metadata",
                "tensor 'w' claims to be float16 [65536, 65535] in 2^31 pieces of "
                "4 bytes",
@@ -423,7 +423,7 @@ std::vector<HostileCase> MakeCases() {
                  i.num_pieces = static_cast<uint32_t>(i.length / 4);
                  f.SetInfo(m, "w", kW00, i);
                }),
-               "info=0"});
+               "info=1"});
   c.push_back({"metadata_10m_chunks", "metadata",
                "0-d tensor 's' has 10,000,000 chunks (one word repeated, "
                "compressed to a few KiB)",
@@ -618,8 +618,8 @@ std::vector<HostileCase> MakeCases() {
                EditInfo("w", kW00, [](FInfo& i) { i.piece_bytes = 4095; }),
                "info=0"});
   c.push_back({"metadata_storage_info_future_version", "metadata",
-               "the StorageInfo of 'w' has format_version 2",
-               EditInfo("w", kW00, [](FInfo& i) { i.format_version = 2; }),
+               "the StorageInfo of 'w' has format_version 3",
+               EditInfo("w", kW00, [](FInfo& i) { i.format_version = 3; }),
                "info=0"});
   c.push_back({"metadata_fqn_control_chars", "metadata",
                "tensor 'b' renamed 'b\\n\\x1b[31mred' (state dict and "

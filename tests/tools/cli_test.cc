@@ -239,7 +239,7 @@ TEST_F(CliTest, LsMarksADamagedEntryAndListsTheOthers) {
   ASSERT_EQ(rows.size(), 2u) << text.out;
   EXPECT_THAT(rows[0], ElementsAre("step-100", "DAMAGED", "-", "-", "-", "-"));
   EXPECT_EQ(rows[1][1], "committed");
-  EXPECT_THAT(text.err, AllOf(HasSubstr("checkpoint step-100 is damaged: "),
+  EXPECT_THAT(text.err, AllOf(HasSubstr("checkpoint 'step-100' is damaged: "),
                               HasSubstr(cks[0]["damage"].str())));
 
   CliRun verify = Run({"verify", store_path()});
