@@ -33,7 +33,8 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
       info.damage = "catalog key " + Quote(key) + " names an invalid id: " +
                     valid.message();
     } else if (!entry.ok()) {
-      info.damage = "catalog entry " + Quote(key) + ": " + entry.status().message();
+      // The decoder's message starts "catalog entry: ...".
+      info.damage = "key " + Quote(key) + ": " + entry.status().message();
     } else if (entry->id != id) {
       info.damage = "catalog entry " + Quote(key) + " names checkpoint " +
                     Quote(entry->id);
@@ -99,8 +100,8 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
   }
   auto info = format::DecodeCatalogEntry(value);
   if (!info.ok()) {
-    return info.status().WithContext("checkpoint " + Quote(id) +
-                                     ": catalog entry");
+    // The decoder's message starts "catalog entry: ...".
+    return info.status().WithContext("checkpoint " + Quote(id));
   }
   if (info->id != id) {
     return Status::Corruption("checkpoint " + Quote(id) + ": catalog entry " +

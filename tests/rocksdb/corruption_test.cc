@@ -550,7 +550,8 @@ TEST_F(CorruptionTest, ADamagedCatalogEntryIsListedMarkedBesideTheOthers) {
   ASSERT_OK_AND_ASSIGN(auto list, store_->List());
   ASSERT_EQ(list.size(), 3u);
   EXPECT_EQ(list[0].id, kVictim);
-  EXPECT_THAT(list[0].damage, HasSubstr("catalog entry 'checkpoint/victim'"));
+  EXPECT_THAT(list[0].damage,
+              HasSubstr("key 'checkpoint/victim': catalog entry: "));
   EXPECT_EQ(list[1].id, "before");
   EXPECT_EQ(list[2].id, "after");
   EXPECT_TRUE(list[1].damage.empty() && list[2].damage.empty());
