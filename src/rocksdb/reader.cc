@@ -100,7 +100,8 @@ Result<Metadata> RocksDBStorageReaderImpl::ReadMetadata() {
   if (!metadata.ok()) {
     return metadata.status().WithContext(Where());  // It says "metadata: ".
   }
-  if (Status fits = CheckStorageFits(*metadata, PieceBytes(c, value)); !fits.ok()) {
+  if (Status fits = CheckStorageFits(*metadata, PieceBytes(c, value));
+      !fits.ok()) {
     return fits.WithContext(Where());
   }
   if (!metadata->storage_meta) metadata->storage_meta = StorageMeta();
@@ -154,7 +155,8 @@ std::future<Status> RocksDBStorageReaderImpl::ReadData(const LoadPlan& plan,
           where +
           " was deleted after this read-only store opened (by the process "
           "that writes the store), and its pieces with it; it cannot be "
-          "loaded (the read failed with: " + s.message() + ")");
+          "loaded (the read failed with: " +
+          s.message() + ")");
     } else if (now.ok() && *now == StoreImpl::OnDiskNow::kIntact) {
       s = Status::Aborted(
           where +
@@ -168,8 +170,8 @@ std::future<Status> RocksDBStorageReaderImpl::ReadData(const LoadPlan& plan,
 }
 
 Result<RocksDBStorageReaderImpl::Item> RocksDBStorageReaderImpl::LookupItem(
-    const MetadataIndex& index, bool tensor) const {
-  auto item = LookupStoredItem(*metadata_, index, tensor);
+    const MetadataIndex& index, bool tensor, ChunkFinder& chunks) const {
+  auto item = LookupStoredItem(*metadata_, index, tensor, chunks);
   if (!item.ok()) return item.status().WithContext(ItemWhere(index));
   return item;
 }
@@ -188,11 +190,13 @@ Status RocksDBStorageReaderImpl::CheckDest(const PlannedRead& pr,
 }
 
 Status RocksDBStorageReaderImpl::Plan(const ReadItem& ri, LoadPlanner& planner,
-                                      PlannedRead* pr, uint32_t index,
+                                      ChunkFinder& chunks, PlannedRead* pr,
+                                      uint32_t index,
                                       std::vector<Task>* tasks) const {
   pr->ri = &ri;
   const bool tensor = ri.type == LoadItemType::kTensor;
-  ROCKSDCP_ASSIGN_OR_RETURN(pr->item, LookupItem(ri.storage_index, tensor));
+  ROCKSDCP_ASSIGN_OR_RETURN(pr->item,
+                            LookupItem(ri.storage_index, tensor, chunks));
   const Item& item = pr->item;
   if (!tensor) {
     pr->bytes = item.info.length;

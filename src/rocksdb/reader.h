@@ -108,9 +108,10 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   struct Run;  // The shared state of one ReadData.
 
   Status ReadDataSync(const LoadPlan& plan, LoadPlanner& planner);
-  Result<Item> LookupItem(const MetadataIndex& index, bool tensor) const;
-  Status Plan(const ReadItem& ri, LoadPlanner& planner, PlannedRead* pr,
-              uint32_t index, std::vector<Task>* tasks) const;
+  Result<Item> LookupItem(const MetadataIndex& index, bool tensor,
+                          ChunkFinder& chunks) const;
+  Status Plan(const ReadItem& ri, LoadPlanner& planner, ChunkFinder& chunks,
+              PlannedRead* pr, uint32_t index, std::vector<Task>* tasks) const;
   // How many threads to read `tasks` with, given the largest piece.
   int ThreadsFor(const std::vector<Task>& tasks, uint64_t payload_bytes,
                  uint64_t max_piece_bytes) const;

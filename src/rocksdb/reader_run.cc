@@ -110,8 +110,7 @@ uint64_t RocksDBStorageReaderImpl::CopyBoxPart(
   if (pr.box_is_run && dest.IsContiguous()) {
     // One run in the chunk and in the destination: one copy.
     const uint64_t lo = std::max(pr.box_first, piece_first);
-    const uint64_t hi =
-        std::min(pr.box_first + pr.bytes / elem, piece_end);
+    const uint64_t hi = std::min(pr.box_first + pr.bytes / elem, piece_end);
     if (hi <= lo) return 0;
     std::memcpy(static_cast<uint8_t*>(dest.data) + (lo - pr.box_first) * elem,
                 piece.data + (lo - piece_first) * elem, (hi - lo) * elem);
@@ -160,10 +159,11 @@ Status RocksDBStorageReaderImpl::FetchPiece(Worker& worker,
   return VerifyPiece(s, worker.pinned, worker.key, pr, p, out);
 }
 
-Status RocksDBStorageReaderImpl::VerifyPiece(
-    const rocksdb::Status& s, const rocksdb::Slice& value,
-    const std::string& key, const PlannedRead& pr, uint32_t p,
-    format::DecodedPiece* out) {
+Status RocksDBStorageReaderImpl::VerifyPiece(const rocksdb::Status& s,
+                                             const rocksdb::Slice& value,
+                                             const std::string& key,
+                                             const PlannedRead& pr, uint32_t p,
+                                             format::DecodedPiece* out) {
   // The context is built only on failure: a load of many small items
   // would otherwise spend much of its time formatting it.
   Status verified =
@@ -323,10 +323,9 @@ void RocksDBStorageReaderImpl::Work(Run& run, Worker& worker) {
     } catch (const std::bad_alloc&) {
       // Nothing may leave a reader thread: the load fails, naming the item.
       const PlannedRead& pr = run.reads[run.tasks[t].read];
-      s = Status::ResourceExhausted(ItemWhere(pr.ri->storage_index) +
-                                    ": out of memory reading its " +
-                                    std::to_string(pr.item.info.length) +
-                                    " bytes");
+      s = Status::ResourceExhausted(
+          ItemWhere(pr.ri->storage_index) + ": out of memory reading its " +
+          std::to_string(pr.item.info.length) + " bytes");
     }
     if (!s.ok()) run.Fail(t, std::move(s));
   }
@@ -345,9 +344,10 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
   run.reads.reset(new PlannedRead[n]);
   run.tasks.reserve(n);
   uint64_t max_piece = 0;
+  ChunkFinder chunks;
   for (size_t i = 0; i < n; ++i) {
     PlannedRead& pr = run.reads[i];
-    ROCKSDCP_RETURN_IF_ERROR(Plan(plan.items[i], planner, &pr,
+    ROCKSDCP_RETURN_IF_ERROR(Plan(plan.items[i], planner, chunks, &pr,
                                   static_cast<uint32_t>(i), &run.tasks));
     run.progress.bytes_total += pr.bytes;
     max_piece = std::max(

@@ -11,8 +11,28 @@ namespace rocksdcp {
 
 using util::Quote;
 
+const ChunkStorageMetadata* ChunkFinder::Find(
+    const TensorStorageMetadata& tensor, const MetadataIndex& index) {
+  if (!index.offset) return nullptr;
+  if (index.index && *index.index >= 0 &&
+      static_cast<size_t>(*index.index) < tensor.chunks.size() &&
+      tensor.chunks[*index.index].offsets == *index.offset) {
+    return &tensor.chunks[*index.index];
+  }
+  auto [it, built] = by_offsets_.try_emplace(&tensor);
+  if (built) {
+    // The last chunk at given offsets, as a scan would find it (Load and
+    // Verify refuse overlapping chunks anyway).
+    for (const ChunkStorageMetadata& c : tensor.chunks)
+      it->second[c.offsets] = &c;
+  }
+  auto found = it->second.find(*index.offset);
+  return found == it->second.end() ? nullptr : found->second;
+}
+
 Result<StoredItem> LookupStoredItem(const Metadata& metadata,
-                                    const MetadataIndex& index, bool tensor) {
+                                    const MetadataIndex& index, bool tensor,
+                                    ChunkFinder& chunks) {
   auto it = metadata.storage_data.find(index);
   if (it == metadata.storage_data.end()) {
     return Status::Corruption("the metadata records no storage for it");
@@ -35,16 +55,7 @@ Result<StoredItem> LookupStoredItem(const Metadata& metadata,
   if (tm == nullptr || !index.offset) {
     return Status::Corruption("the metadata has no tensor of that name");
   }
-  const ChunkStorageMetadata* chunk = nullptr;
-  if (index.index && *index.index >= 0 &&
-      static_cast<size_t>(*index.index) < tm->chunks.size() &&
-      tm->chunks[*index.index].offsets == *index.offset) {
-    chunk = &tm->chunks[*index.index];
-  } else {
-    for (const auto& c : tm->chunks) {
-      if (c.offsets == *index.offset) chunk = &c;
-    }
-  }
+  const ChunkStorageMetadata* chunk = chunks.Find(*tm, index);
   if (chunk == nullptr) {
     return Status::Corruption("the metadata has no chunk at that offset");
   }
@@ -128,8 +139,7 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
     // An unbound piece verifies under any key: one moved here from another
     // item, and rewritten in the old format, would pass.
     return Status::Corruption(
-        "the piece has format version " +
-        std::to_string(out->format_version) +
+        "the piece has format version " + std::to_string(out->format_version) +
         ", not bound to its key, but its item was saved with pieces bound "
         "to their keys (storage info version " +
         std::to_string(item.info.format_version) + ")");

@@ -7,7 +7,9 @@
 #include <rocksdb/status.h>
 
 #include <cstdint>
+#include <map>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "format/catalog_codec.h"
@@ -33,8 +35,26 @@ struct StoredItem {
 // tensor chunk if `tensor`, else bytes) and, for a tensor, that the
 // metadata has the chunk and that the info's length and piece size fit
 // the chunk's elements.
+// Finds a tensor's chunk by its offsets, for LookupStoredItem: at the
+// index's hint when the hint is right (as every writer's is), else in a
+// map of the tensor's chunks built on its first miss. So N lookups take
+// O(N log N) whatever forged hints say, not O(N^2). Holds pointers into
+// one Metadata: use one per Metadata, on one thread.
+class ChunkFinder {
+ public:
+  const ChunkStorageMetadata* Find(const TensorStorageMetadata& tensor,
+                                   const MetadataIndex& index);
+
+ private:
+  std::unordered_map<
+      const TensorStorageMetadata*,
+      std::map<std::vector<int64_t>, const ChunkStorageMetadata*>>
+      by_offsets_;
+};
+
 Result<StoredItem> LookupStoredItem(const Metadata& metadata,
-                                    const MetadataIndex& index, bool tensor);
+                                    const MetadataIndex& index, bool tensor,
+                                    ChunkFinder& chunks);
 // Corruption unless what the storage entries of `metadata` claim fits in
 // the `stored_bytes` the checkpoint really holds: their payload (the sum of
 // their lengths; pieces store their bytes as they are) and

@@ -75,7 +75,8 @@ class StoreVerifier {
     }
     // Once for the store: a catalog of n entries is scanned once, not n
     // times.
-    ROCKSDCP_ASSIGN_OR_RETURN(const auto ids_by_cf, store_->IdsByColumnFamily());
+    ROCKSDCP_ASSIGN_OR_RETURN(const auto ids_by_cf,
+                              store_->IdsByColumnFamily());
     VerifyReport report;
     report.checkpoints.reserve(targets.size());
     for (const Target& t : targets) {
@@ -91,9 +92,10 @@ class StoreVerifier {
       const auto sharing_it = ids_by_cf.find(cf);
       if (sharing_it != ids_by_cf.end() && sharing_it->second.size() > 1) {
         const std::vector<std::string>& sharing = sharing_it->second;
-        Problem(std::nullopt, std::nullopt,
-                Status::Corruption(Where() + ": " +
-                                   SharedColumnFamilyProblem(t.id, cf, sharing)));
+        Problem(
+            std::nullopt, std::nullopt,
+            Status::Corruption(Where() + ": " +
+                               SharedColumnFamilyProblem(t.id, cf, sharing)));
       }
       ROCKSDCP_RETURN_IF_ERROR(VerifyCheckpoint(*t.checkpoint));
     }
@@ -221,12 +223,14 @@ class StoreVerifier {
     items.reserve(metadata->storage_data.size());
     uint64_t bytes = 0;
     bool all_known = true;
+    ChunkFinder chunks;
     for (const auto& stored : metadata->storage_data) {
       const MetadataIndex& index = stored.first;
       ItemToCheck& item = items.emplace_back();
       item.first_key = keys::PieceKey(index, 0);
       item.index = &index;
-      item.item = LookupStoredItem(*metadata, index, index.offset.has_value());
+      item.item =
+          LookupStoredItem(*metadata, index, index.offset.has_value(), chunks);
       if (item.item.ok()) {
         bytes += item.item->info.length;
       } else {
@@ -270,10 +274,12 @@ class StoreVerifier {
         MissingStorage(metadata, MetadataIndex(fqn));
         continue;
       }
-      if (std::string tiling = core::ChunkTilingProblem(tensor->size, tensor->chunks);
+      if (std::string tiling =
+              core::ChunkTilingProblem(tensor->size, tensor->chunks);
           !tiling.empty()) {
-        Problem(MetadataIndex(fqn), std::nullopt,
-                Status::Corruption(ItemWhere(MetadataIndex(fqn)) + ": " + tiling));
+        Problem(
+            MetadataIndex(fqn), std::nullopt,
+            Status::Corruption(ItemWhere(MetadataIndex(fqn)) + ": " + tiling));
         continue;  // Its chunks can't be told apart by offset.
       }
       for (const ChunkStorageMetadata& chunk : tensor->chunks) {
@@ -331,7 +337,8 @@ class StoreVerifier {
     }
     // Claims that don't fit are not checked piece by piece: that would
     // take time in proportion to the claim, not to the store.
-    if (Status fits = CheckStorageFits(*decoded, PieceBytes(c, value)); !fits.ok()) {
+    if (Status fits = CheckStorageFits(*decoded, PieceBytes(c, value));
+        !fits.ok()) {
       Problem(std::nullopt, std::nullopt, fits.WithContext(Where()));
       return Status::OK();
     }
