@@ -1,7 +1,11 @@
 #include "rocksdb/child_process.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -27,6 +31,11 @@ int RunChild(const std::vector<std::string>& args) {
 ChildOutput RunChildAs(int uid, const std::vector<std::string>& args) {
   int out[2];
   EXPECT_EQ(pipe(out), 0);
+  // Opened as this user and executed through the descriptor: another user
+  // may not be allowed into the build tree's directories (a clone under
+  // /root, or in a mktemp -d directory of mode 0700).
+  const int bin_fd = open(ROCKSDCP_TEST_CHILD, O_RDONLY);
+  EXPECT_GE(bin_fd, 0) << ROCKSDCP_TEST_CHILD << ": " << std::strerror(errno);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(out[1], 1);
@@ -38,9 +47,10 @@ ChildOutput RunChildAs(int uid, const std::vector<std::string>& args) {
     std::vector<std::string> copy = args;
     for (auto& a : copy) argv.push_back(a.data());
     argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
+    fexecve(bin_fd, argv.data(), environ);
     _exit(127);
   }
+  close(bin_fd);
   close(out[1]);
   ChildOutput result;
   char buf[4096];
