@@ -152,6 +152,9 @@ void WriteCatalog(const fs::path& dir) {
   info.num_pieces = 3;
   info.piece_bytes = 8;
   Write(dir, "info_tensor", format::EncodeStorageInfo(info));
+  info.piece_hashes = {{1, 2}, {3, 4}, {5, 6}};
+  Write(dir, "info_tensor_hashed", format::EncodeStorageInfo(info));
+  info.piece_hashes.clear();
   info.kind = format::ItemKind::kBytes;
   info.length = 0;
   info.num_pieces = 1;

@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <optional>
 
 #include "checkpoint_items.h"
@@ -144,8 +145,8 @@ int RunLs(const Args& a) {
                for (const CheckpointInfo& c : *list) {
                  if (!c.damage.empty()) {
                    // An empty id (key "checkpoint/") shows as ''.
-                   row({c.id.empty() ? "''" : Printable(c.id), "DAMAGED",
-                        "-", "-", "-", "-"});
+                   row({c.id.empty() ? "''" : Printable(c.id), "DAMAGED", "-",
+                        "-", "-", "-"});
                    continue;
                  }
                  row({Printable(c.id), StateName(c.state),
@@ -224,6 +225,60 @@ int RunInfo(const Args& a) {
       j.Key("dtype").Null().Key("shape").Null();
       j.Key("chunks").Uint(1).Key("bytes").Null();
     }
+    j.EndObject();
+  }
+  j.EndArray().EndObject();
+  PrintJson(j);
+  return kExitOk;
+}
+
+int RunDiff(const Args& a) {
+  const std::string& path = a.positional[0];
+  auto store = OpenStore("diff", path, /*read_only=*/true);
+  if (!store.ok()) return Fail("diff", store.status());
+  auto diff = DiffCheckpoints(**store, a.positional[1], a.positional[2]);
+  if (!diff.ok()) return Fail("diff", diff.status());
+
+  if (!a.json) {
+    std::map<ItemChange, uint64_t> counts;
+    uint64_t changed_bytes = 0;
+    for (const ItemDiff& d : diff->items) {
+      ++counts[d.change];
+      changed_bytes += d.changed_bytes;
+    }
+    std::string summary;
+    for (const auto& [change, n] : counts) {
+      summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " +
+                 std::string(ItemChangeName(change));
+    }
+    Print("%s -> %s: %s; %s changed\n", Printable(diff->from).c_str(),
+          Printable(diff->to).c_str(),
+          summary.empty() ? "no items" : summary.c_str(),
+          HumanBytes(changed_bytes).c_str());
+    PrintTable(
+        {{"FQN"},
+         {"CHANGE"},
+         {"PIECES", /*right=*/true},
+         {"BYTES", /*right=*/true}},
+        [&](const auto& row) {
+          for (const ItemDiff& d : diff->items) {
+            row({Printable(d.fqn), std::string(ItemChangeName(d.change)),
+                 std::to_string(d.changed_pieces) + "/" +
+                     std::to_string(d.pieces),
+                 HumanBytes(d.changed_bytes) + "/" + HumanBytes(d.bytes)});
+          }
+        });
+    return kExitOk;
+  }
+  JsonWriter j;
+  j.BeginObject().Key("store").String(path);
+  j.Key("from").String(diff->from).Key("to").String(diff->to);
+  j.Key("items").BeginArray();
+  for (const ItemDiff& d : diff->items) {
+    j.BeginObject().Key("fqn").String(d.fqn);
+    j.Key("change").String(ItemChangeName(d.change));
+    j.Key("pieces").Uint(d.pieces).Key("changed_pieces").Uint(d.changed_pieces);
+    j.Key("bytes").Uint(d.bytes).Key("changed_bytes").Uint(d.changed_bytes);
     j.EndObject();
   }
   j.EndArray().EndObject();
@@ -344,9 +399,9 @@ int RunRm(const Args& a) {
                     [&id](const CheckpointInfo& c) { return c.id == id; });
     if (listed) continue;
     auto info = (*store)->Info(id);  // Says why it is not there.
-    const Status why = info.ok() ? Status::NotFound("checkpoint '" + id +
-                                                    "' is not listed")
-                                 : info.status();
+    const Status why =
+        info.ok() ? Status::NotFound("checkpoint '" + id + "' is not listed")
+                  : info.status();
     return Fail("rm",
                 Status(why.code(), why.message() + "; nothing was deleted"));
   }

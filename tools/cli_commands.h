@@ -32,6 +32,7 @@ struct Args {
 // usage line (rocksdcp_cli.cc) names, checked.
 int RunLs(const Args& a);
 int RunInfo(const Args& a);
+int RunDiff(const Args& a);
 int RunVerify(const Args& a);
 int RunRm(const Args& a);
 int RunKeepLast(const Args& a);

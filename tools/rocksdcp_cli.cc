@@ -63,6 +63,16 @@ const std::vector<Command>& Commands() {
        {},
        {},
        RunInfo},
+      {"diff",
+       "STORE FROM TO",
+       "Lists every item of checkpoints FROM and TO: unchanged, changed (how "
+       "many pieces), added, removed or reshaped, from the hashes recorded "
+       "when each piece was saved, without reading tensor data.",
+       3,
+       3,
+       {},
+       {},
+       RunDiff},
       {"verify",
        "STORE [ID...]",
        "Reads every piece of the named "

@@ -72,15 +72,23 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
   const auto file = info.file.empty()
                         ? flatbuffers::Offset<flatbuffers::String>()
                         : fbb.CreateString(info.file);
+  flatbuffers::Offset<flatbuffers::Vector<const fb::PieceHash*>> hashes;
+  if (!info.piece_hashes.empty()) {
+    std::vector<fb::PieceHash> h;
+    h.reserve(info.piece_hashes.size());
+    for (const Hash128& p : info.piece_hashes) h.emplace_back(p.low, p.high);
+    hashes = fbb.CreateVectorOfStructs(h);
+  }
   fbb.Finish(
       fb::CreateStorageInfo(fbb, kStorageInfoFormatVersion,
                             static_cast<fb::ItemKind>(info.kind), info.length,
-                            info.num_pieces, info.piece_bytes, file),
+                            info.num_pieces, info.piece_bytes, file, hashes),
       kStorageInfoIdentifier);
   return Finished(fbb);
 }
 
-Result<StorageInfo> DecodeStorageInfo(std::string_view value) {
+Result<StorageInfo> DecodeStorageInfo(std::string_view value,
+                                      PieceHashes hashes) {
   const std::string what = "storage info";
   const AlignedBytes aligned(value);
   ROCKSDCP_ASSIGN_OR_RETURN(
@@ -122,6 +130,18 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value) {
         what + ": num_pieces is " + std::to_string(info.num_pieces) + " but " +
         std::to_string(info.length) + " bytes in pieces of " +
         std::to_string(info.piece_bytes) + " make " + std::to_string(expected));
+  }
+  if (hashes == PieceHashes::kRead && s->piece_hashes() != nullptr) {
+    const auto* h = s->piece_hashes();
+    if (h->size() != info.num_pieces) {
+      return Status::Corruption(what + ": " + std::to_string(h->size()) +
+                                " piece hashes for " +
+                                std::to_string(info.num_pieces) + " pieces");
+    }
+    info.piece_hashes.reserve(h->size());
+    for (const fb::PieceHash* p : *h) {
+      info.piece_hashes.push_back({p->low(), p->high()});
+    }
   }
   return info;
 }

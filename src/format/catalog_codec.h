@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "format/piece_codec.h"
 #include "rocksdcp/rocksdb_store.h"
@@ -37,6 +38,9 @@ struct StorageInfo {
   // version 1 piece is refused; version 1 (older stores) accepts either.
   // Encoding always writes the current version.
   uint16_t format_version = 2;
+  // None, or one per piece: the XXH3-128 of its payload. Decoded only on
+  // request (PieceHashes::kRead): a load has no use for them.
+  std::vector<Hash128> piece_hashes;
 };
 
 inline constexpr uint16_t kBoundStorageInfoFormatVersion = 2;
@@ -44,7 +48,12 @@ inline constexpr uint16_t kBoundStorageInfoFormatVersion = 2;
 std::string EncodeStorageInfo(const StorageInfo& info);
 // Corruption unless the value verifies and is self-consistent:
 // num_pieces == max(1, ceil(length / piece_bytes)), piece_bytes > 0.
-Result<StorageInfo> DecodeStorageInfo(std::string_view value);
+// With kRead, also its piece hashes: num_pieces of them, or none if the
+// item was saved before they were recorded; Corruption if it records
+// another number of them.
+enum class PieceHashes { kSkip, kRead };
+Result<StorageInfo> DecodeStorageInfo(std::string_view value,
+                                      PieceHashes hashes = PieceHashes::kSkip);
 
 }  // namespace rocksdcp::format
 

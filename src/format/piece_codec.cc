@@ -62,9 +62,10 @@ struct PieceEncoder::Rep {
 PieceEncoder::PieceEncoder() : rep_(std::make_unique<Rep>()) {}
 PieceEncoder::~PieceEncoder() = default;
 
-std::string_view PieceEncoder::Encode(
-    const PieceHeader& header, std::string_view key,
-    const std::function<void(uint8_t*)>& fill) {
+std::string_view PieceEncoder::Encode(const PieceHeader& header,
+                                      std::string_view key,
+                                      const std::function<void(uint8_t*)>& fill,
+                                      Hash128* payload_hash) {
   const bool is_tensor = header.kind == ItemKind::kTensor;
   const size_t needed = static_cast<size_t>(header.byte_length) + kHeaderSlack +
                         sizeof(int64_t) * (header.chunk_offsets.size() +
@@ -94,6 +95,9 @@ std::string_view PieceEncoder::Encode(
   fill(data);
   const uint64_t xxh3 =
       Xxh3(data, static_cast<size_t>(header.byte_length), Xxh3(key));
+  if (payload_hash != nullptr) {
+    *payload_hash = Xxh3_128(data, static_cast<size_t>(header.byte_length));
+  }
 
   const auto piece = fb::CreateChunkPiece(
       fbb, kPieceFormatVersion, static_cast<fb::ItemKind>(header.kind),
@@ -196,8 +200,8 @@ Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key) {
   out.xxh3 = p.xxh3();
   out.format_version = version;
   const bool bound = version == kPieceFormatVersion;
-  const uint64_t actual = Xxh3(out.data, static_cast<size_t>(out.size),
-                               bound ? Xxh3(key) : 0);
+  const uint64_t actual =
+      Xxh3(out.data, static_cast<size_t>(out.size), bound ? Xxh3(key) : 0);
   if (actual != out.xxh3) {
     return Bad("checksum mismatch: stored XXH3 " + Hex64(out.xxh3) +
                ", computed " + Hex64(actual) +

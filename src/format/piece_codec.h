@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "format/checksum.h"
 #include "rocksdcp/status.h"
 #include "rocksdcp/tensor.h"
 
@@ -50,10 +51,13 @@ class PieceEncoder {
   // header.byte_length payload bytes to the pointer it is given (the
   // value's own data vector, so the payload is copied once). The XXH3 is
   // computed over what `fill` wrote, seeded with the XXH3 of `key`.
-  // The returned bytes stay valid until the next Encode.
+  // With `payload_hash`, also sets it to the XXH3-128 of the payload,
+  // while it is in cache. The returned bytes stay valid until the next
+  // Encode.
   // REQUIRES: header.byte_length < 2 GiB minus the header's size.
   std::string_view Encode(const PieceHeader& header, std::string_view key,
-                          const std::function<void(uint8_t*)>& fill);
+                          const std::function<void(uint8_t*)>& fill,
+                          Hash128* payload_hash = nullptr);
 
  private:
   struct Rep;

@@ -57,6 +57,8 @@ struct Target {
 struct ItemToCheck {
   std::string first_key;
   const MetadataIndex* index = nullptr;
+  // Its storage info, as the metadata holds it (for its piece hashes).
+  const std::string* info_value = nullptr;
   Result<StoredItem> item = Status::Internal("not looked up");
 };
 
@@ -229,6 +231,7 @@ class StoreVerifier {
       ItemToCheck& item = items.emplace_back();
       item.first_key = keys::PieceKey(index, 0);
       item.index = &index;
+      item.info_value = &stored.second;
       item.item =
           LookupStoredItem(*metadata, index, index.offset.has_value(), chunks);
       if (item.item.ok()) {
@@ -356,6 +359,17 @@ class StoreVerifier {
       return Status::OK();
     }
     const StoredItem& stored = *item.item;
+    // The pieces' payload hashes, if the item was saved with them: each
+    // must be its piece's, since diffs (and incremental saves) trust them.
+    auto hashes =
+        format::DecodeStorageInfo(*item.info_value, format::PieceHashes::kRead);
+    if (!hashes.ok()) {
+      Problem(index, std::nullopt,
+              hashes.status().WithContext(ItemWhere(index)));
+    }
+    const std::vector<format::Hash128>* piece_hashes =
+        hashes.ok() && !hashes->piece_hashes.empty() ? &hashes->piece_hashes
+                                                     : nullptr;
     rocksdb::ReadOptions ro;
     ro.verify_checksums = true;
     // fill_cache stays on, as for loads: only a block read through the
@@ -383,6 +397,14 @@ class StoreVerifier {
             index, p,
             Status::Corruption(
                 verified.WithContext(PieceWhere(index, stored, p)).message()));
+      } else if (piece_hashes != nullptr &&
+                 format::Xxh3_128(piece.data, piece.size) !=
+                     (*piece_hashes)[p]) {
+        Problem(index, p,
+                Status::Corruption(
+                    PieceWhere(index, stored, p) +
+                    ": its payload does not hash to the XXH3-128 its storage "
+                    "info records for it"));
       }
       ++report_->pieces_checked;
       report_->bytes_checked += length;

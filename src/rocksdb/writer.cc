@@ -192,7 +192,8 @@ Status RocksDBStorageWriterImpl::Finish(
   const std::string staging_prefix = store_->staging_root() + "/";
   for (const auto& rank_results : results) {
     for (const WriteResult& r : rank_results) {
-      auto info = format::DecodeStorageInfo(r.storage_data);
+      auto info =
+          format::DecodeStorageInfo(r.storage_data, format::PieceHashes::kRead);
       if (!info.ok()) {
         return info.status().WithContext(Where() + ": result of item " +
                                          Quote(r.index.ToString()));

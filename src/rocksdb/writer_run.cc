@@ -359,6 +359,8 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
     }
   } give_back{this, &encoder};
 
+  // Each item's piece hashes, for its storage info; reused across items.
+  format::StorageInfo info;
   for (size_t i = begin; i < end; ++i) {
     if (job->failed.load(std::memory_order_relaxed)) {
       return Status::Aborted("another writer thread failed");
@@ -404,7 +406,8 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
             what() + ": planned " +
             std::string(DTypeName(td.properties.dtype)) +
             util::ShapeString(td.chunk.sizes) + " but the state dict holds " +
-            std::string(DTypeName(view->dtype)) + util::ShapeString(view->sizes)));
+            std::string(DTypeName(view->dtype)) +
+            util::ShapeString(view->sizes)));
       }
       const uint64_t elem = DTypeSize(view->dtype);
       total = view->nbytes();
@@ -428,6 +431,7 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
     if (!sst || file_bytes >= options_.target_file_bytes) {
       if (Status s = open_file(); !s.ok()) return fail(s.WithContext(what()));
     }
+    info.piece_hashes.resize(header.num_pieces);
     for (uint32_t p = 0; p < header.num_pieces; ++p) {
       if (p > 0 && job->failed.load(std::memory_order_relaxed)) {
         return Status::Aborted("another writer thread failed");
@@ -441,16 +445,19 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
         encoder = std::make_unique<format::PieceEncoder>();
       }
       const std::string key = keys::PieceKey(item.index, p);
-      std::string_view value = encoder->Encode(header, key, [&](uint8_t* dst) {
-        if (view != nullptr) {
-          const uint64_t elem = DTypeSize(view->dtype);
-          util::GatherElements(*view, header.byte_offset / elem,
-                               header.byte_length / elem, dst);
-        } else if (header.byte_length > 0) {
-          std::memcpy(dst, bytes.data() + header.byte_offset,
-                      header.byte_length);
-        }
-      });
+      std::string_view value = encoder->Encode(
+          header, key,
+          [&](uint8_t* dst) {
+            if (view != nullptr) {
+              const uint64_t elem = DTypeSize(view->dtype);
+              util::GatherElements(*view, header.byte_offset / elem,
+                                   header.byte_length / elem, dst);
+            } else if (header.byte_length > 0) {
+              std::memcpy(dst, bytes.data() + header.byte_offset,
+                          header.byte_length);
+            }
+          },
+          &info.piece_hashes[p]);
       rocksdb::Status s =
           sst->Put(key, rocksdb::Slice(value.data(), value.size()));
       if (!s.ok()) {
@@ -470,7 +477,6 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
     }
     if (!options_.reuse_buffers) encoder.reset();
 
-    format::StorageInfo info;
     info.kind = header.kind;
     info.length = total;
     info.num_pieces = header.num_pieces;

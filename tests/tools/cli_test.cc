@@ -27,8 +27,8 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 
 TEST_F(CliTest, EveryCommandHasHelp) {
-  for (const char* cmd : {"ls", "info", "verify", "rm", "keep-last", "gc",
-                          "dump", "export", "import"}) {
+  for (const char* cmd : {"ls", "info", "diff", "verify", "rm", "keep-last",
+                          "gc", "dump", "export", "import"}) {
     CliRun r = Run({cmd, "--help"});
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_THAT(r.out, HasSubstr(std::string("usage: rocksdcp ") + cmd + " "));
@@ -49,6 +49,7 @@ TEST_F(CliTest, BadUsageExitsTwoSayingWhy) {
       {{"frobnicate", "x"}, "unknown command 'frobnicate'"},
       {{"ls"}, "expected STORE, got 0 arguments"},
       {{"info", store_path()}, "expected STORE ID"},
+      {{"diff", store_path(), "a"}, "expected STORE FROM TO"},
       {{"rm", store_path()}, "expected STORE ID..."},
       {{"keep-last", store_path(), "two"}, "N must be an integer from 0 to"},
       {{"gc", store_path(), "--force"}, "unknown option '--force'"},
@@ -245,6 +246,54 @@ TEST_F(CliTest, LsMarksADamagedEntryAndListsTheOthers) {
   CliRun verify = Run({"verify", store_path()});
   EXPECT_EQ(verify.exit_code, 3) << verify.err;
   EXPECT_THAT(verify.out + verify.err, HasSubstr("step-100"));
+}
+
+// diff names each item's change from the piece hashes, in text and JSON.
+TEST_F(CliTest, DiffSaysWhichItemsChanged) {
+  SaveExamples({"a"});
+  ExampleState next = ExampleStateDict(1);
+  // One byte of the weight's second 4 KiB piece.
+  static_cast<uint8_t*>(
+      std::get<TensorView>(next.dict["model.layers.0.attn.w"]).data)[5000] ^= 1;
+  ASSERT_OK(SaveDict(next.dict, "b", {.max_piece_bytes = 4096}));
+  CloseStore();
+
+  CliRun r = RunJson({"diff", store_path(), "a", "b"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json["from"].str(), "a");
+  EXPECT_EQ(r.json["to"].str(), "b");
+  std::map<std::string, Json> items;
+  for (const Json& item : r.json["items"].arr()) {
+    items[item["fqn"].str()] = item;
+  }
+  ASSERT_EQ(items.size(), 4u);
+  const Json& w = items["model.layers.0.attn.w"];
+  EXPECT_EQ(w["change"].str(), "changed");
+  EXPECT_EQ(w["pieces"].num(), 3);
+  EXPECT_EQ(w["changed_pieces"].num(), 1);
+  EXPECT_EQ(w["changed_bytes"].num(), 4096);
+  for (const auto& [fqn, item] : items) {
+    if (fqn != "model.layers.0.attn.w") {
+      EXPECT_EQ(item["change"].str(), "unchanged") << fqn;
+    }
+  }
+
+  CliRun text = Run({"diff", store_path(), "a", "b"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("a -> b: 3 unchanged, 1 changed; 4.0 KiB"));
+  EXPECT_THAT(text.out, HasSubstr("FQN"));
+  bool found = false;
+  for (const std::string& line : Lines(text.out)) {
+    if (line.rfind("model.layers.0.attn.w ", 0) != 0) continue;
+    found = true;
+    EXPECT_THAT(line, AllOf(HasSubstr("changed"), HasSubstr("1/3")));
+  }
+  EXPECT_TRUE(found) << text.out;
+
+  CliRun missing = Run({"diff", store_path(), "a", "nope"});
+  EXPECT_EQ(missing.exit_code, kFailed);
+  EXPECT_THAT(missing.err, AllOf(HasSubstr("rocksdcp diff: NotFound"),
+                                 HasSubstr("'nope'")));
 }
 
 TEST_F(CliTest, BadStoreOrIdFailsNamingIt) {
