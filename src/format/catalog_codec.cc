@@ -74,10 +74,11 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
                         : fbb.CreateString(info.file);
   flatbuffers::Offset<flatbuffers::Vector<const fb::PieceHash*>> hashes;
   if (!info.piece_hashes.empty()) {
-    std::vector<fb::PieceHash> h;
-    h.reserve(info.piece_hashes.size());
-    for (const Hash128& p : info.piece_hashes) h.emplace_back(p.low, p.high);
-    hashes = fbb.CreateVectorOfStructs(h);
+    // Written in place: no vector of an item's hashes besides its own.
+    fb::PieceHash* out = nullptr;
+    hashes =
+        fbb.CreateUninitializedVectorOfStructs(info.piece_hashes.size(), &out);
+    for (const Hash128& p : info.piece_hashes) *out++ = {p.low, p.high};
   }
   fbb.Finish(
       fb::CreateStorageInfo(fbb, kStorageInfoFormatVersion,
