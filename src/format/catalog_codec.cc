@@ -3,6 +3,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "format/fb_util.h"
@@ -139,9 +140,17 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
                                 " piece hashes for " +
                                 std::to_string(info.num_pieces) + " pieces");
     }
-    info.piece_hashes.reserve(h->size());
-    for (const fb::PieceHash* p : *h) {
-      info.piece_hashes.push_back({p->low(), p->high()});
+    // Copied out byte-wise: FlatBuffers' verifier checks the vector's
+    // length field but not that its 8-byte structs are aligned, so a
+    // forged value may place them anywhere.
+    const auto* bytes = reinterpret_cast<const uint8_t*>(h->Data());
+    info.piece_hashes.resize(h->size());
+    for (size_t i = 0; i < h->size(); ++i, bytes += sizeof(fb::PieceHash)) {
+      uint64_t low, high;
+      std::memcpy(&low, bytes, sizeof(low));
+      std::memcpy(&high, bytes + sizeof(low), sizeof(high));
+      info.piece_hashes[i] = {flatbuffers::EndianScalar(low),
+                              flatbuffers::EndianScalar(high)};
     }
   }
   return info;
