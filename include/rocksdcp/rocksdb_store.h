@@ -443,9 +443,10 @@ class Store {
 
   // Deletes a committed checkpoint: the catalog entry goes first, in a
   // synced write, then its column family is dropped. Readers already
-  // loading it finish their load. A damaged catalog entry (List marks it)
-  // is deleted alone, dropping no column family, since the one it names
-  // may be another's (CollectGarbage drops an orphan). Corruption, and
+  // loading it finish their load. A damaged catalog entry (List marks it;
+  // under an id no save accepts, such as "", too) is deleted alone,
+  // dropping no column family, since the one it names may be another's
+  // (CollectGarbage drops an orphan). Corruption, and
   // nothing deleted, if another entry names the same column family.
   // REQUIRES: not read-only.
   virtual Status Delete(std::string_view id) = 0;

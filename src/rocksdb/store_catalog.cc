@@ -29,7 +29,7 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
     CheckpointInfo info;
     if (Status valid = RocksDBStorageWriter::ValidateCheckpointId(id);
         !valid.ok()) {
-      // No save writes such a key, and nothing can load or delete it.
+      // No save writes such a key and nothing loads it; Delete removes it.
       info.damage = "catalog key " + Quote(key) + " names an invalid id: " +
                     valid.message();
     } else if (!entry.ok()) {

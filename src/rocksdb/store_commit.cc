@@ -227,7 +227,10 @@ Status StoreImpl::Delete(std::string_view id_view) {
                                       " is open read-only");
   }
   ROCKSDCP_RETURN_IF_ERROR(NeedDB("delete of checkpoint " + Quote(id)));
-  ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
+  // An id no save accepts can still key a (forged or damaged) catalog
+  // entry, which List shows as damaged: Delete removes that entry too, so
+  // that GC, which refuses while one is there, can run again.
+  const Status valid = RocksDBStorageWriter::ValidateCheckpointId(id);
   std::lock_guard<std::mutex> lock(mu_);
   ROCKSDCP_RETURN_IF_ERROR(
       CheckWritableLocked("delete of checkpoint " + Quote(id)));
@@ -235,15 +238,16 @@ Status StoreImpl::Delete(std::string_view id_view) {
   rocksdb::Status s =
       db_->Get(rocksdb::ReadOptions(), default_cf_, keys::CatalogKey(id), &value);
   if (s.IsNotFound()) {
+    if (!valid.ok()) return valid;
     return Status::NotFound("checkpoint " + Quote(id) +
                             " not found in store " + Quote(path_));
   }
   if (!s.ok()) return FromRocksDB(s, "delete of checkpoint " + Quote(id));
   auto info = format::DecodeCatalogEntry(value);
-  // A damaged entry (it does not decode, or names another checkpoint) is
-  // removed alone: whatever column family it names may be another's, so
-  // none is dropped here; GC drops the orphan.
-  const bool sound = info.ok() && info->id == id;
+  // A damaged entry (it does not decode, names another checkpoint, or sits
+  // under an invalid id) is removed alone: whatever column family it names
+  // may be another's, so none is dropped here; GC drops the orphan.
+  const bool sound = valid.ok() && info.ok() && info->id == id;
   if (sound) {
     // Dropping the column family of an entry another one names too would
     // destroy that checkpoint: only a damaged catalog has such entries.

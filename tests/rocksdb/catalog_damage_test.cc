@@ -110,6 +110,39 @@ TEST_F(CatalogDamageTest, AnEntryUnderAnInvalidIdIsListedDamagedAndLeftAlone) {
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0].id, "default");
   ExpectLoads("after", 3);
+  // GC refuses while it is there; Delete removes the entry alone (not
+  // RocksDB's default column family, which it names), and GC runs.
+  EXPECT_THAT(store_->CollectGarbage(),
+              StatusIs(StatusCode::kCorruption,
+                       HasSubstr("delete the entry, or verify the store")));
+  ASSERT_OK(store_->Delete("default"));
+  ASSERT_OK_AND_ASSIGN(list, store_->List());
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].id, "after");
+  ASSERT_OK(store_->CollectGarbage().status());
+  ExpectLoads("after", 3);
+  // An invalid id that keys nothing is still refused as invalid.
+  EXPECT_THAT(store_->Delete("default"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("default")));
+}
+
+// The empty id's key, "checkpoint/": listed as damaged (as '' in the CLI),
+// and deletable.
+TEST_F(CatalogDamageTest, AnEntryUnderTheEmptyIdIsListedAndDeletable) {
+  {
+    RawStore raw(store_path());
+    raw.Put(kDefault, keys::CatalogKey(""), "garbage");
+  }
+  OpenStore();
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0].id, "");
+  EXPECT_THAT(list[0].damage, HasSubstr("checkpoint id is empty"));
+  ASSERT_OK(store_->Delete(""));
+  ASSERT_OK_AND_ASSIGN(list, store_->List());
+  EXPECT_EQ(list.size(), 3u);
+  ASSERT_OK(store_->CollectGarbage().status());
+  for (const auto& [id, seed] : kCheckpoints) ExpectLoads(id, seed);
 }
 
 // An entry naming a column family the store does not have is damage, for
