@@ -132,10 +132,22 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
 uint64_t StoreImpl::StoredBytes(rocksdb::ColumnFamilyHandle* cf) const {
   rocksdb::ColumnFamilyMetaData files;
   db_->GetColumnFamilyMetaData(cf, &files);
+  // Each file's size as the MANIFEST records it, but no more than the file
+  // holds: a read-only open does not compare them (paranoid_checks is
+  // off), and a forged MANIFEST could claim any size. One stat a file.
+  uint64_t stored = 0;
+  for (const rocksdb::LevelMetaData& level : files.levels) {
+    for (const rocksdb::SstFileMetaData& f : level.files) {
+      uint64_t on_disk = 0;
+      const rocksdb::IOStatus s = fs_->GetFileSize(
+          f.db_path + f.name, rocksdb::IOOptions(), &on_disk, nullptr);
+      stored += s.ok() ? std::min<uint64_t>(f.size, on_disk) : 0;
+    }
+  }
   uint64_t memtables = 0;
   db_->GetIntProperty(cf, rocksdb::DB::Properties::kSizeAllMemTables,
                       &memtables);
-  return files.size + memtables;
+  return stored + memtables;
 }
 
 Result<StoreImpl::OnDiskNow> StoreImpl::CheckpointOnDiskNow(
