@@ -119,6 +119,31 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
         " changed while this read-only store opened (another process was "
         "saving or deleting it); open the store again to load it");
   }
+  if (it == cfs_.end() && options_.read_only && !probing_) {
+    // Its column family may have been created after this open listed them,
+    // and the checkpoint deleted since: the store as it is now tells a race
+    // from damage. (Only on this error path: an open costs milliseconds.)
+    StoreOptions now_options;
+    now_options.read_only = true;
+    now_options.create_if_missing = false;
+    auto now = StoreImpl::Open(path_, now_options, fs_);
+    if (now.ok()) {
+      static_cast<StoreImpl*>(now->get())->probing_ = true;
+      Result<CheckpointInfo> again = (*now)->Info(id);
+      if (again.ok()) {
+        return Status::NotFound(
+            "checkpoint " + Quote(id) + " in store " + Quote(path_) +
+            " changed while this read-only store opened (another process "
+            "was saving or deleting it); open the store again to load it");
+      }
+      if (again.status().IsNotFound()) {
+        return Status::NotFound(
+            "checkpoint " + Quote(id) + " in store " + Quote(path_) +
+            " was deleted after this read-only store opened (by the process "
+            "that writes the store); it cannot be loaded");
+      }
+    }
+  }
   if (it == cfs_.end()) {
     return Status::Corruption("checkpoint " + Quote(id) +
                               ": catalog names column family " +

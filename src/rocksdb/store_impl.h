@@ -227,6 +227,9 @@ class StoreImpl final : public Store {
   // Read-only: column families listed but gone by the time the store
   // opened (dropped by another process meanwhile), so left out.
   std::set<std::string> vanished_cfs_;
+  // Set on the read-only store LookupCommitted opens to look at the store
+  // as it is now, so that store does not look again.
+  bool probing_ = false;
   // The first error of a RocksDB write (catalog, column family, ingestion)
   // since the store opened; then the store writes no more (see StopLocked).
   Status stopped_;

@@ -169,6 +169,28 @@ TEST_F(CatalogDamageTest, AMissingColumnFamilyIsDamageForAReadOnlyStoreToo) {
   ExpectLoads("after", 3);
 }
 
+// The same entry, deleted by a writer after the read-only store opened:
+// the store as it is now says so, and the load is NotFound, not damage.
+TEST_F(CatalogDamageTest, AnEntryDeletedSinceAReadOnlyOpenIsNotFound) {
+  {
+    RawStore raw(store_path());
+    PutEntry(raw, "victim", "victim",
+             [](CheckpointInfo& e) { e.column_family = "gone"; });
+  }
+  OpenStore({.read_only = true});
+  {
+    ASSERT_OK_AND_ASSIGN(auto writer, Store::Open(store_path()));
+    ASSERT_OK(writer->Delete("victim"));
+  }
+  ExampleState into = EmptyExampleStateDict();
+  EXPECT_THAT(LoadDict(&into.dict, "victim"),
+              StatusIs(StatusCode::kNotFound,
+                       AllOf(HasSubstr("'victim'"),
+                             HasSubstr("was deleted after this read-only "
+                                       "store opened"))));
+  ExpectLoads("after", 3);
+}
+
 // Many ids on one column family: each one's problem names a few of the
 // others and counts the rest, so the report grows with the catalog, not
 // with its square.
