@@ -66,8 +66,9 @@ const std::vector<Command>& Commands() {
       {"diff",
        "STORE FROM TO",
        "Lists every item of checkpoints FROM and TO: unchanged, changed (how "
-       "many pieces), added, removed or reshaped, from the hashes recorded "
-       "when each piece was saved, without reading tensor data.",
+       "many pieces), added, removed, reshaped or incomparable, from the "
+       "hashes recorded when each piece was saved, without reading tensor "
+       "data.",
        3,
        3,
        {},

@@ -30,19 +30,21 @@ Result<Metadata> ReadMetadataOf(Store& store, std::string_view id) {
 // for a byte item). The reader checked that they fit in the store.
 using Entries = std::map<std::vector<int64_t>, format::StorageInfo>;
 
-Result<Entries> EntriesOf(const Metadata& m, const std::string& fqn,
-                          const StorageMetadata& item) {
+Result<Entries> EntriesOf(const Metadata& m, std::string_view id,
+                          const std::string& fqn, const StorageMetadata& item) {
   Entries out;
   auto add = [&](const MetadataIndex& index) -> Status {
     auto it = m.storage_data.find(index);
     if (it == m.storage_data.end()) {
-      return Status::Corruption("item " + Quote(index.ToString()) +
+      return Status::Corruption("checkpoint " + Quote(id) + ", item " +
+                                Quote(index.ToString()) +
                                 ": the metadata records no storage for it");
     }
     auto info =
         format::DecodeStorageInfo(it->second, format::PieceHashes::kRead);
     if (!info.ok()) {
-      return info.status().WithContext("item " + Quote(index.ToString()));
+      return info.status().WithContext("checkpoint " + Quote(id) + ", item " +
+                                       Quote(index.ToString()));
     }
     out.emplace(index.offset.value_or(std::vector<int64_t>{}),
                 std::move(info).value());
@@ -95,10 +97,17 @@ void ComparePieces(const Entries& from, const Entries& to, ItemDiff* d) {
       return;
     }
     const format::StorageInfo& a = it->second;
+    if (a.length != b.length) {
+      // Only a byte item can change size with its shape the same: all of
+      // it changed.
+      d->changed_pieces += b.num_pieces;
+      d->changed_bytes += b.length;
+      continue;
+    }
     // Pieces compare when they cover the same bytes: one piece each, or
     // pieces of one size.
     const bool same_pieces =
-        a.length == b.length && a.num_pieces == b.num_pieces &&
+        a.num_pieces == b.num_pieces &&
         (b.num_pieces == 1 || a.piece_bytes == b.piece_bytes);
     if (!same_pieces || a.piece_hashes.empty() || b.piece_hashes.empty()) {
       d->change = ItemChange::kIncomparable;
@@ -115,19 +124,21 @@ void ComparePieces(const Entries& from, const Entries& to, ItemDiff* d) {
       d->changed_pieces > 0 ? ItemChange::kChanged : ItemChange::kUnchanged;
 }
 
-Result<ItemDiff> DiffItem(const Metadata& from, const Metadata& to,
+Result<ItemDiff> DiffItem(const Metadata& from, std::string_view from_id,
+                          const Metadata& to, std::string_view to_id,
                           const std::string& fqn) {
   ItemDiff d;
   d.fqn = fqn;
   auto a = from.state_dict_metadata.find(fqn);
   auto b = to.state_dict_metadata.find(fqn);
   if (b == to.state_dict_metadata.end()) {
-    ROCKSDCP_ASSIGN_OR_RETURN(Entries ea, EntriesOf(from, fqn, a->second));
+    ROCKSDCP_ASSIGN_OR_RETURN(Entries ea,
+                              EntriesOf(from, from_id, fqn, a->second));
     d.change = ItemChange::kRemoved;
     CountAll(ea, &d);
     return d;
   }
-  ROCKSDCP_ASSIGN_OR_RETURN(Entries eb, EntriesOf(to, fqn, b->second));
+  ROCKSDCP_ASSIGN_OR_RETURN(Entries eb, EntriesOf(to, to_id, fqn, b->second));
   CountAll(eb, &d);
   if (a == from.state_dict_metadata.end() || !SameShape(a->second, b->second)) {
     d.change = a == from.state_dict_metadata.end() ? ItemChange::kAdded
@@ -140,7 +151,8 @@ Result<ItemDiff> DiffItem(const Metadata& from, const Metadata& to,
     d.change = ItemChange::kIncomparable;
     return d;
   }
-  ROCKSDCP_ASSIGN_OR_RETURN(Entries ea, EntriesOf(from, fqn, a->second));
+  ROCKSDCP_ASSIGN_OR_RETURN(Entries ea,
+                            EntriesOf(from, from_id, fqn, a->second));
   ComparePieces(ea, eb, &d);
   if (d.change == ItemChange::kIncomparable) {
     d.changed_pieces = 0;
@@ -185,7 +197,7 @@ Result<CheckpointDiff> DiffCheckpoints(Store& store, std::string_view from,
   for (const auto& [fqn, item] : b->state_dict_metadata) fqns.insert(fqn);
   diff.items.reserve(fqns.size());
   for (const std::string& fqn : fqns) {
-    auto d = DiffItem(*a, *b, fqn);
+    auto d = DiffItem(*a, from, *b, to, fqn);
     if (!d.ok()) return d.status().WithContext(where);
     diff.items.push_back(std::move(d).value());
   }

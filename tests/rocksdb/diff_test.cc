@@ -143,6 +143,43 @@ TEST_F(DiffTest, ItemsSavedWithoutHashesAreIncomparable) {
   EXPECT_TRUE(report.ok());
 }
 
+// A byte item that grew (a pickled dict, say): changed, every piece of it,
+// even though its pieces no longer line up.
+TEST_F(DiffTest, AByteItemOfAnotherSizeChangedWhole) {
+  Model m;
+  Save(m.Dict(), "a");
+  m.opt += "one more";
+  Save(m.Dict(), "b");
+  std::map<std::string, ItemDiff> d = Diff("a", "b");
+  EXPECT_EQ(d["opt"].change, ItemChange::kChanged);
+  EXPECT_EQ(d["opt"].pieces, 3u);
+  EXPECT_EQ(d["opt"].changed_pieces, 3u);
+  EXPECT_EQ(d["opt"].changed_bytes, 10008u);
+  EXPECT_EQ(d["w"].change, ItemChange::kUnchanged);
+}
+
+// Damage in either checkpoint's storage infos is named with its checkpoint.
+TEST_F(DiffTest, DamagedHashesNameTheirCheckpoint) {
+  Model m;
+  Save(m.Dict(), "a");
+  Save(m.Dict(), "b");
+  CloseStore();
+  RewriteMetadata(store_path(), "b", [](Metadata& md) {
+    auto it = md.storage_data.find(MetadataIndex("w", {0, 0}));
+    ASSERT_NE(it, md.storage_data.end());
+    auto info =
+        format::DecodeStorageInfo(it->second, format::PieceHashes::kRead);
+    ASSERT_OK(info);
+    info->piece_hashes.pop_back();
+    it->second = format::EncodeStorageInfo(*info);
+  });
+  OpenStore();
+  EXPECT_THAT(DiffCheckpoints(*store_, "a", "b"),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("checkpoint 'b', item 'w@[0, 0]'"),
+                             HasSubstr("15 piece hashes for 16 pieces"))));
+}
+
 TEST_F(DiffTest, MissingCheckpointIsNotFoundNamingIt) {
   Model m;
   Save(m.Dict(), "a");
