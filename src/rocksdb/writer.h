@@ -64,9 +64,10 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   size_t ThreadCount(const std::vector<Planned>& order) const;
   // Writes items [begin, end) of job->order on the calling thread into
   // staging files named <prefix>-<run>-<n>.sst, appending their paths to
-  // *files as it creates them.
+  // *files as it creates them. Sets *at to the item it is writing, so
+  // that a caller who catches what escapes (std::bad_alloc) can name it.
   Status WriteRun(Job* job, size_t run, size_t begin, size_t end,
-                  std::vector<std::string>* files);
+                  std::vector<std::string>* files, size_t* at);
   // A piece encoder from the pool (or a new one), and back.
   std::unique_ptr<format::PieceEncoder> TakeEncoder();
   void ReturnEncoder(std::unique_ptr<format::PieceEncoder> encoder);

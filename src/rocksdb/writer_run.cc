@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <filesystem>
 #include <mutex>
 #include <system_error>
@@ -266,12 +267,17 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   // Each run records its failure in `job`; nothing may leave a writer
   // thread, so running out of memory is recorded too.
   auto write_run = [this, &job, &bounds, &files](size_t r) {
+    size_t at = bounds[r];
     try {
-      WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r]).IgnoreError();
+      WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r], &at)
+          .IgnoreError();
     } catch (const std::bad_alloc&) {
       std::lock_guard<std::mutex> lock(job.mu);
       if (!job.failed.exchange(true)) {
-        job.error = Status::ResourceExhausted(Where() + ": out of memory");
+        job.error = Status::ResourceExhausted(
+            Where() + ", item " +
+            Quote(job.order[at].item->index.ToString()) +
+            ": out of memory writing it");
       }
     }
   };
@@ -305,7 +311,8 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
 
 Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
                                           size_t end,
-                                          std::vector<std::string>* files) {
+                                          std::vector<std::string>* files,
+                                          size_t* at) {
   // Records the first failure of any thread; later ones are consequences
   // or coincidences, and the first names the item that failed.
   auto fail = [job](Status s) {
@@ -355,13 +362,17 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
     RocksDBStorageWriterImpl* self;
     std::unique_ptr<format::PieceEncoder>* encoder;
     ~GiveBack() {
-      if (*encoder) self->ReturnEncoder(std::move(*encoder));
+      // Not one an exception left half-way through an Encode.
+      if (*encoder && std::uncaught_exceptions() == 0) {
+        self->ReturnEncoder(std::move(*encoder));
+      }
     }
   } give_back{this, &encoder};
 
   // Each item's piece hashes, for its storage info; reused across items.
   format::StorageInfo info;
   for (size_t i = begin; i < end; ++i) {
+    *at = i;
     if (job->failed.load(std::memory_order_relaxed)) {
       return Status::Aborted("another writer thread failed");
     }

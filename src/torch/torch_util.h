@@ -32,14 +32,15 @@ inline std::string FirstLine(const char* what) {
 }
 
 // Runs `fn` (which returns a Status) and turns whatever LibTorch throws
-// into a Status of `code` whose message starts with `context`, or Aborted
-// when memory ran out. Nothing LibTorch throws crosses rocksdcp's API.
+// into a Status of `code` whose message starts with `context`, or
+// ResourceExhausted when memory ran out. Nothing LibTorch throws crosses
+// rocksdcp's API.
 template <typename Fn>
 Status CatchTorch(StatusCode code, std::string_view context, Fn&& fn) {
   try {
     return std::forward<Fn>(fn)();
   } catch (const std::bad_alloc&) {
-    return Status::Aborted(std::string(context) + ": out of memory");
+    return Status::ResourceExhausted(std::string(context) + ": out of memory");
   } catch (const std::exception& e) {
     return Status(code, std::string(context) + ": " + FirstLine(e.what()));
   }
