@@ -17,6 +17,8 @@ namespace rocksdcp::format {
 
 inline constexpr char kCatalogIdentifier[] = "RDCC";
 inline constexpr char kStorageInfoIdentifier[] = "RDCS";
+// The StorageInfo version that requires pieces bound to their keys.
+inline constexpr uint16_t kBoundStorageInfoFormatVersion = 2;
 
 std::string EncodeCatalogEntry(const CheckpointInfo& info);
 // Corruption if the value fails the Verifier, has the wrong identifier, an
@@ -37,13 +39,11 @@ struct StorageInfo {
   // to their keys (piece format 2), so a piece rewritten as an unbound
   // version 1 piece is refused; version 1 (older stores) accepts either.
   // Encoding always writes the current version.
-  uint16_t format_version = 2;
+  uint16_t format_version = kBoundStorageInfoFormatVersion;
   // None, or one per piece: the XXH3-128 of its payload. Decoded only on
   // request (PieceHashes::kRead): a load has no use for them.
   std::vector<Hash128> piece_hashes;
 };
-
-inline constexpr uint16_t kBoundStorageInfoFormatVersion = 2;
 
 std::string EncodeStorageInfo(const StorageInfo& info);
 // Corruption unless the value verifies and is self-consistent:

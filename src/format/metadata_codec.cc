@@ -352,8 +352,12 @@ Result<Metadata> DecodeMetadata(std::string_view value,
   Result<const fb::Metadata*> root = VerifiedRoot<fb::Metadata>(
       aligned, kMetadataIdentifier, kWhat, max_tables);
   if (!root.ok()) {
-    if (max_tables < kMaxTables) {
-      // The Verifier does not say which check failed.
+    // A wrong identifier or a value past 2 GiB says so; the Verifier does
+    // not say which of its checks failed.
+    const bool verifier_failed =
+        root.status().message().find("FlatBuffers verification failed") !=
+        std::string::npos;
+    if (verifier_failed && max_tables < kMaxTables) {
       return Bad("it does not verify as a FlatBuffer of at most " +
                  std::to_string(max_tables) + " tables, as many as the " +
                  std::to_string(limits.stored_bytes) +

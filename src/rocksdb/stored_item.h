@@ -30,11 +30,7 @@ struct StoredItem {
 // The checks a load makes, shared with Store::Verify. Their errors are
 // Corruption without context: the caller prefixes where (checkpoint, item,
 // piece).
-//
-// Finds `index` in `metadata` and checks its storage info: its kind (a
-// tensor chunk if `tensor`, else bytes) and, for a tensor, that the
-// metadata has the chunk and that the info's length and piece size fit
-// the chunk's elements.
+
 // Finds a tensor's chunk by its offsets, for LookupStoredItem: at the
 // index's hint when the hint is right (as every writer's is), else in a
 // map of the tensor's chunks built on its first miss. So N lookups take
@@ -52,6 +48,10 @@ class ChunkFinder {
       by_offsets_;
 };
 
+// Finds `index` in `metadata` and checks its storage info: its kind (a
+// tensor chunk if `tensor`, else bytes) and, for a tensor, that the
+// metadata has the chunk and that the info's length and piece size fit
+// the chunk's elements.
 Result<StoredItem> LookupStoredItem(const Metadata& metadata,
                                     const MetadataIndex& index, bool tensor,
                                     ChunkFinder& chunks);

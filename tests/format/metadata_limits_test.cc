@@ -19,6 +19,7 @@ namespace {
 using ::rocksdcp::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A 1-d tensor of `n` one-element chunks, each with its storage entry.
 Metadata ManyChunks(int64_t n) {
@@ -107,6 +108,16 @@ TEST(MetadataLimitsTest, TheVerifierStopsAtTheTablesTheStoreCanBack) {
   EXPECT_THAT(DecodeMetadata(value, {.stored_bytes = 4096}),
               StatusIs(StatusCode::kCorruption,
                        HasSubstr("as many as the 4096 bytes the checkpoint holds can back")));
+}
+
+// A value that is not metadata at all says so, limit or no limit.
+TEST(MetadataLimitsTest, AWrongIdentifierIsReportedAsSuch) {
+  std::string value = SharedChunks(4);
+  value[4] ^= 1;  // The file identifier follows the root offset.
+  EXPECT_THAT(DecodeMetadata(value, {.stored_bytes = 4096}),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("wrong file identifier"),
+                             Not(HasSubstr("tables")))));
 }
 
 // The densest real metadata, many 0-d tensors with short names, each with
