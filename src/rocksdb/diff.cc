@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "format/catalog_codec.h"
+#include "rocksdb/stored_item.h"
 #include "rocksdcp/rocksdb_store.h"
 #include "util/text.h"
 
@@ -30,32 +31,33 @@ Result<Metadata> ReadMetadataOf(Store& store, std::string_view id) {
 // for a byte item). The reader checked that they fit in the store.
 using Entries = std::map<std::vector<int64_t>, format::StorageInfo>;
 
-Result<Entries> EntriesOf(const Metadata& m, std::string_view id,
-                          const std::string& fqn, const StorageMetadata& item) {
+// One checkpoint's metadata, and the finder of its chunks.
+struct Side {
+  std::string_view id;
+  Metadata metadata;
+  ChunkFinder chunks;
+};
+
+Result<Entries> EntriesOf(Side& side, const std::string& fqn,
+                          const StorageMetadata& item) {
   Entries out;
-  auto add = [&](const MetadataIndex& index) -> Status {
-    auto it = m.storage_data.find(index);
-    if (it == m.storage_data.end()) {
-      return Status::Corruption("checkpoint " + Quote(id) + ", item " +
-                                Quote(index.ToString()) +
-                                ": the metadata records no storage for it");
-    }
-    auto info =
-        format::DecodeStorageInfo(it->second, format::PieceHashes::kRead);
-    if (!info.ok()) {
-      return info.status().WithContext("checkpoint " + Quote(id) + ", item " +
-                                       Quote(index.ToString()));
+  auto add = [&](const MetadataIndex& index, bool tensor) -> Status {
+    auto stored = LookupStoredItem(side.metadata, index, tensor, side.chunks,
+                                   format::PieceHashes::kRead);
+    if (!stored.ok()) {
+      return stored.status().WithContext("checkpoint " + Quote(side.id) +
+                                         ", item " + Quote(index.ToString()));
     }
     out.emplace(index.offset.value_or(std::vector<int64_t>{}),
-                std::move(info).value());
+                std::move(stored->info));
     return Status::OK();
   };
   if (const auto* t = std::get_if<TensorStorageMetadata>(&item)) {
     for (const ChunkStorageMetadata& chunk : t->chunks) {
-      ROCKSDCP_RETURN_IF_ERROR(add(MetadataIndex(fqn, chunk.offsets)));
+      ROCKSDCP_RETURN_IF_ERROR(add(MetadataIndex(fqn, chunk.offsets), true));
     }
   } else {
-    ROCKSDCP_RETURN_IF_ERROR(add(MetadataIndex(fqn)));
+    ROCKSDCP_RETURN_IF_ERROR(add(MetadataIndex(fqn), false));
   }
   return out;
 }
@@ -124,25 +126,22 @@ void ComparePieces(const Entries& from, const Entries& to, ItemDiff* d) {
       d->changed_pieces > 0 ? ItemChange::kChanged : ItemChange::kUnchanged;
 }
 
-Result<ItemDiff> DiffItem(const Metadata& from, std::string_view from_id,
-                          const Metadata& to, std::string_view to_id,
-                          const std::string& fqn) {
+Result<ItemDiff> DiffItem(Side& from, Side& to, const std::string& fqn) {
   ItemDiff d;
   d.fqn = fqn;
-  auto a = from.state_dict_metadata.find(fqn);
-  auto b = to.state_dict_metadata.find(fqn);
-  if (b == to.state_dict_metadata.end()) {
-    ROCKSDCP_ASSIGN_OR_RETURN(Entries ea,
-                              EntriesOf(from, from_id, fqn, a->second));
+  auto a = from.metadata.state_dict_metadata.find(fqn);
+  auto b = to.metadata.state_dict_metadata.find(fqn);
+  const bool in_from = a != from.metadata.state_dict_metadata.end();
+  if (b == to.metadata.state_dict_metadata.end()) {
+    ROCKSDCP_ASSIGN_OR_RETURN(Entries ea, EntriesOf(from, fqn, a->second));
     d.change = ItemChange::kRemoved;
     CountAll(ea, &d);
     return d;
   }
-  ROCKSDCP_ASSIGN_OR_RETURN(Entries eb, EntriesOf(to, to_id, fqn, b->second));
+  ROCKSDCP_ASSIGN_OR_RETURN(Entries eb, EntriesOf(to, fqn, b->second));
   CountAll(eb, &d);
-  if (a == from.state_dict_metadata.end() || !SameShape(a->second, b->second)) {
-    d.change = a == from.state_dict_metadata.end() ? ItemChange::kAdded
-                                                   : ItemChange::kReshaped;
+  if (!in_from || !SameShape(a->second, b->second)) {
+    d.change = in_from ? ItemChange::kReshaped : ItemChange::kAdded;
     d.changed_pieces = d.pieces;
     d.changed_bytes = d.bytes;
     return d;
@@ -151,8 +150,7 @@ Result<ItemDiff> DiffItem(const Metadata& from, std::string_view from_id,
     d.change = ItemChange::kIncomparable;
     return d;
   }
-  ROCKSDCP_ASSIGN_OR_RETURN(Entries ea,
-                            EntriesOf(from, from_id, fqn, a->second));
+  ROCKSDCP_ASSIGN_OR_RETURN(Entries ea, EntriesOf(from, fqn, a->second));
   ComparePieces(ea, eb, &d);
   if (d.change == ItemChange::kIncomparable) {
     d.changed_pieces = 0;
@@ -185,19 +183,25 @@ Result<CheckpointDiff> DiffCheckpoints(Store& store, std::string_view from,
                                        std::string_view to) {
   const std::string where = "diff of checkpoints " + Quote(from) + " and " +
                             Quote(to) + " in store " + Quote(store.path());
-  auto a = ReadMetadataOf(store, from);
-  if (!a.ok()) return a.status().WithContext(where);
-  auto b = ReadMetadataOf(store, to);
-  if (!b.ok()) return b.status().WithContext(where);
+  Side a{from}, b{to};
+  for (Side* side : {&a, &b}) {
+    auto metadata = ReadMetadataOf(store, side->id);
+    if (!metadata.ok()) return metadata.status().WithContext(where);
+    side->metadata = std::move(metadata).value();
+  }
   CheckpointDiff diff;
   diff.from = std::string(from);
   diff.to = std::string(to);
-  std::set<std::string> fqns;
-  for (const auto& [fqn, item] : a->state_dict_metadata) fqns.insert(fqn);
-  for (const auto& [fqn, item] : b->state_dict_metadata) fqns.insert(fqn);
+  // One item's storage infos at a time; the fqns in order, each once.
+  std::set<std::string_view> fqns;
+  for (const Side* side : {&a, &b}) {
+    for (const auto& [fqn, item] : side->metadata.state_dict_metadata) {
+      fqns.insert(fqn);
+    }
+  }
   diff.items.reserve(fqns.size());
-  for (const std::string& fqn : fqns) {
-    auto d = DiffItem(*a, from, *b, to, fqn);
+  for (std::string_view fqn : fqns) {
+    auto d = DiffItem(a, b, std::string(fqn));
     if (!d.ok()) return d.status().WithContext(where);
     diff.items.push_back(std::move(d).value());
   }

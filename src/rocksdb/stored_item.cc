@@ -32,13 +32,15 @@ const ChunkStorageMetadata* ChunkFinder::Find(
 
 Result<StoredItem> LookupStoredItem(const Metadata& metadata,
                                     const MetadataIndex& index, bool tensor,
-                                    ChunkFinder& chunks) {
+                                    ChunkFinder& chunks,
+                                    format::PieceHashes hashes) {
   auto it = metadata.storage_data.find(index);
   if (it == metadata.storage_data.end()) {
     return Status::Corruption("the metadata records no storage for it");
   }
   StoredItem item;
-  ROCKSDCP_ASSIGN_OR_RETURN(item.info, format::DecodeStorageInfo(it->second));
+  ROCKSDCP_ASSIGN_OR_RETURN(item.info,
+                            format::DecodeStorageInfo(it->second, hashes));
   const auto want =
       tensor ? format::ItemKind::kTensor : format::ItemKind::kBytes;
   if (item.info.kind != want) {
@@ -76,16 +78,12 @@ Result<StoredItem> LookupStoredItem(const Metadata& metadata,
 
 Result<uint64_t> StoredItemBytes(const Metadata& metadata,
                                  const MetadataIndex& index) {
-  auto it = metadata.storage_data.find(index);
-  if (it == metadata.storage_data.end()) {
-    return Status::Corruption("item " + Quote(index.ToString()) +
-                              ": the metadata records no storage for it");
+  ChunkFinder chunks;  // Unused: a byte item has no chunks.
+  auto item = LookupStoredItem(metadata, index, /*tensor=*/false, chunks);
+  if (!item.ok()) {
+    return item.status().WithContext("item " + Quote(index.ToString()));
   }
-  auto info = format::DecodeStorageInfo(it->second);
-  if (!info.ok()) {
-    return info.status().WithContext("item " + Quote(index.ToString()));
-  }
-  return info->length;
+  return item->info.length;
 }
 
 Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes) {

@@ -51,10 +51,12 @@ class ChunkFinder {
 // Finds `index` in `metadata` and checks its storage info: its kind (a
 // tensor chunk if `tensor`, else bytes) and, for a tensor, that the
 // metadata has the chunk and that the info's length and piece size fit
-// the chunk's elements.
-Result<StoredItem> LookupStoredItem(const Metadata& metadata,
-                                    const MetadataIndex& index, bool tensor,
-                                    ChunkFinder& chunks);
+// the chunk's elements. With format::PieceHashes::kRead, the info's piece
+// hashes too (Verify checks them).
+Result<StoredItem> LookupStoredItem(
+    const Metadata& metadata, const MetadataIndex& index, bool tensor,
+    ChunkFinder& chunks,
+    format::PieceHashes hashes = format::PieceHashes::kSkip);
 // Corruption unless what the storage entries of `metadata` claim fits in
 // the `stored_bytes` the checkpoint really holds: their payload (the sum of
 // their lengths; pieces store their bytes as they are) and

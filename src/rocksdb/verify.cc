@@ -57,8 +57,6 @@ struct Target {
 struct ItemToCheck {
   std::string first_key;
   const MetadataIndex* index = nullptr;
-  // Its storage info, as the metadata holds it (for its piece hashes).
-  const std::string* info_value = nullptr;
   Result<StoredItem> item = Status::Internal("not looked up");
 };
 
@@ -231,9 +229,8 @@ class StoreVerifier {
       ItemToCheck& item = items.emplace_back();
       item.first_key = keys::PieceKey(index, 0);
       item.index = &index;
-      item.info_value = &stored.second;
-      item.item =
-          LookupStoredItem(*metadata, index, index.offset.has_value(), chunks);
+      item.item = LookupStoredItem(*metadata, index, index.offset.has_value(),
+                                   chunks, format::PieceHashes::kRead);
       if (item.item.ok()) {
         bytes += item.item->info.length;
       } else {
@@ -361,15 +358,8 @@ class StoreVerifier {
     const StoredItem& stored = *item.item;
     // The pieces' payload hashes, if the item was saved with them: each
     // must be its piece's, since diffs (and incremental saves) trust them.
-    auto hashes =
-        format::DecodeStorageInfo(*item.info_value, format::PieceHashes::kRead);
-    if (!hashes.ok()) {
-      Problem(index, std::nullopt,
-              hashes.status().WithContext(ItemWhere(index)));
-    }
     const std::vector<format::Hash128>* piece_hashes =
-        hashes.ok() && !hashes->piece_hashes.empty() ? &hashes->piece_hashes
-                                                     : nullptr;
+        stored.info.piece_hashes.empty() ? nullptr : &stored.info.piece_hashes;
     rocksdb::ReadOptions ro;
     ro.verify_checksums = true;
     // fill_cache stays on, as for loads: only a block read through the
