@@ -13,6 +13,28 @@ namespace rocksdcp {
 
 using util::Quote;
 
+Result<CheckpointInfo> StoreImpl::SoundCatalogEntry(const std::string& id,
+                                                    std::string_view value) {
+  const std::string key = keys::CatalogKey(id);
+  if (Status valid = RocksDBStorageWriter::ValidateCheckpointId(id);
+      !valid.ok()) {
+    // No save writes such a key and nothing loads it; Delete removes it.
+    return Status::Corruption("catalog key " + Quote(key) +
+                              " names an invalid id: " + valid.message());
+  }
+  auto entry = format::DecodeCatalogEntry(value);
+  if (!entry.ok()) {
+    // The decoder's message starts "catalog entry: ...".
+    return Status::Corruption("key " + Quote(key) + ": " +
+                              entry.status().message());
+  }
+  if (entry->id != id) {
+    return Status::Corruption("catalog entry " + Quote(key) +
+                              " names checkpoint " + Quote(entry->id));
+  }
+  return entry;
+}
+
 Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
   std::map<std::string, CheckpointInfo> catalog;
   rocksdb::ReadOptions ro;
@@ -24,28 +46,20 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
     // Every key under the prefix is listed, "checkpoint/" (an empty id)
     // too: one that no save writes is listed as damaged.
     std::string id = key.substr(prefix.size());
-    auto entry = format::DecodeCatalogEntry(
-        std::string_view(it->value().data(), it->value().size()));
+    auto entry = SoundCatalogEntry(
+        id, std::string_view(it->value().data(), it->value().size()));
     CheckpointInfo info;
-    if (Status valid = RocksDBStorageWriter::ValidateCheckpointId(id);
-        !valid.ok()) {
-      // No save writes such a key and nothing loads it; Delete removes it.
-      info.damage = "catalog key " + Quote(key) + " names an invalid id: " +
-                    valid.message();
-    } else if (!entry.ok()) {
-      // The decoder's message starts "catalog entry: ...".
-      info.damage = "key " + Quote(key) + ": " + entry.status().message();
-    } else if (entry->id != id) {
-      info.damage = "catalog entry " + Quote(key) + " names checkpoint " +
-                    Quote(entry->id);
-    } else {
+    if (entry.ok()) {
       info = std::move(entry).value();
+    } else {
+      info.damage = entry.status().message();
     }
     info.id = id;
     catalog.emplace(std::move(id), std::move(info));
   }
   if (!it->status().ok()) {
-    return FromRocksDB(it->status(), "store " + Quote(path_) + ": catalog scan");
+    return FromRocksDB(it->status(),
+                       "store " + Quote(path_) + ": catalog scan");
   }
   return catalog;
 }
@@ -92,21 +106,16 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
           "still there (it was deleted, or its save never finished; garbage "
           "collection drops it); it cannot be loaded");
     }
-    return Status::NotFound("checkpoint " + Quote(id) +
-                            " not found in store " + Quote(path_));
+    return Status::NotFound("checkpoint " + Quote(id) + " not found in store " +
+                            Quote(path_));
   }
   if (!s.ok()) {
     return FromRocksDB(s, "checkpoint " + Quote(id) + ": reading catalog");
   }
-  auto info = format::DecodeCatalogEntry(value);
+  auto info = SoundCatalogEntry(id, value);
   if (!info.ok()) {
-    // The decoder's message starts "catalog entry: ...".
-    return info.status().WithContext("checkpoint " + Quote(id));
-  }
-  if (info->id != id) {
-    return Status::Corruption("checkpoint " + Quote(id) + ": catalog entry " +
-                              Quote(keys::CatalogKey(id)) +
-                              " names checkpoint " + Quote(info->id) +
+    return Status::Corruption("checkpoint " + Quote(id) + ": " +
+                              info.status().message() +
                               ": the catalog is damaged");
   }
   auto it = cfs_.find(info->column_family);
@@ -145,10 +154,9 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
     }
   }
   if (it == cfs_.end()) {
-    return Status::Corruption("checkpoint " + Quote(id) +
-                              ": catalog names column family " +
-                              Quote(info->column_family) +
-                              ", which the store does not have");
+    return Status::Corruption(
+        "checkpoint " + Quote(id) + ": catalog names column family " +
+        Quote(info->column_family) + ", which the store does not have");
   }
   return CommittedCheckpoint{std::move(info).value(), it->second,
                              StoredBytes(it->second.get())};
@@ -201,19 +209,16 @@ StoreImpl::IdsByColumnFamily() const {
   const std::string prefix(keys::kCatalogPrefix);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
-    auto entry = format::DecodeCatalogEntry(
-        std::string_view(it->value().data(), it->value().size()));
-    auto id = keys::ParseCatalogKey(
-        std::string_view(it->key().data(), it->key().size()));
+    std::string id = it->key().ToString().substr(prefix.size());
+    auto entry = SoundCatalogEntry(
+        id, std::string_view(it->value().data(), it->value().size()));
     // Only sound entries: one that is damaged by itself (see ReadCatalog)
     // is reported as such, and deleting it drops no column family.
-    if (entry.ok() && id.ok() && entry->id == *id &&
-        RocksDBStorageWriter::ValidateCheckpointId(*id).ok()) {
-      ids[entry->column_family].push_back(std::move(id).value());
-    }
+    if (entry.ok()) ids[entry->column_family].push_back(std::move(id));
   }
   if (!it->status().ok()) {
-    return FromRocksDB(it->status(), "store " + Quote(path_) + ": catalog scan");
+    return FromRocksDB(it->status(),
+                       "store " + Quote(path_) + ": catalog scan");
   }
   return ids;
 }

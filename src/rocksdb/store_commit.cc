@@ -77,7 +77,8 @@ Status StoreImpl::CheckWritableLocked(std::string_view what) const {
   if (stopped_.ok()) return Status::OK();
   return Status::IOError(std::string(what) + ": store " + Quote(path_) +
                          " stopped writing after an I/O error; reopen it to "
-                         "go on (the error: " + stopped_.message() + ")");
+                         "go on (the error: " +
+                         stopped_.message() + ")");
 }
 
 Status StoreImpl::DropColumnFamilyLocked(const std::string& name) {
@@ -172,10 +173,11 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
     arg.options.verify_checksums_before_ingest = false;
     s = db_->IngestExternalFiles({arg});
     if (!s.ok()) {
-      return FailedMetadataWriteLocked(
-          s, ctx + ": ingesting " + std::to_string(req.files.size()) +
-                 " staging file(s)",
-          cf_name);
+      return FailedMetadataWriteLocked(s,
+                                       ctx + ": ingesting " +
+                                           std::to_string(req.files.size()) +
+                                           " staging file(s)",
+                                       cf_name);
     }
     if (Status st = CheckIngestedKeyRanges(raw, req.key_ranges); !st.ok()) {
       DropColumnFamilyLocked(cf_name).IgnoreError();  // Else GC's.
@@ -193,9 +195,9 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   info.created_unix_micros = NowUnixMicros();
 
   rocksdb::WriteBatch batch;
-  s = batch.Put(raw, rocksdb::Slice(keys::kMetadataKey.data(),
-                                    keys::kMetadataKey.size()),
-                req.metadata_value);
+  s = batch.Put(
+      raw, rocksdb::Slice(keys::kMetadataKey.data(), keys::kMetadataKey.size()),
+      req.metadata_value);
   if (s.ok()) {
     s = batch.Put(default_cf_, keys::CatalogKey(id),
                   format::EncodeCatalogEntry(info));
@@ -235,19 +237,19 @@ Status StoreImpl::Delete(std::string_view id_view) {
   ROCKSDCP_RETURN_IF_ERROR(
       CheckWritableLocked("delete of checkpoint " + Quote(id)));
   std::string value;
-  rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), default_cf_, keys::CatalogKey(id), &value);
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
+                               keys::CatalogKey(id), &value);
   if (s.IsNotFound()) {
     if (!valid.ok()) return valid;
-    return Status::NotFound("checkpoint " + Quote(id) +
-                            " not found in store " + Quote(path_));
+    return Status::NotFound("checkpoint " + Quote(id) + " not found in store " +
+                            Quote(path_));
   }
   if (!s.ok()) return FromRocksDB(s, "delete of checkpoint " + Quote(id));
-  auto info = format::DecodeCatalogEntry(value);
+  auto info = SoundCatalogEntry(id, value);
   // A damaged entry (it does not decode, names another checkpoint, or sits
   // under an invalid id) is removed alone: whatever column family it names
   // may be another's, so none is dropped here; GC drops the orphan.
-  const bool sound = valid.ok() && info.ok() && info->id == id;
+  const bool sound = info.ok();
   if (sound) {
     // Dropping the column family of an entry another one names too would
     // destroy that checkpoint: only a damaged catalog has such entries.

@@ -50,8 +50,8 @@ struct CommittedCheckpoint {
 // CheckStorageFits.
 inline uint64_t PieceBytes(const CommittedCheckpoint& c,
                            std::string_view metadata_value) {
-  return c.stored_bytes - std::min<uint64_t>(c.stored_bytes,
-                                             metadata_value.size());
+  return c.stored_bytes -
+         std::min<uint64_t>(c.stored_bytes, metadata_value.size());
 }
 
 // What Finish hands the store to commit.
@@ -109,6 +109,11 @@ class StoreImpl final : public Store {
   // The ids whose catalog entries name column family `cf`: one, unless the
   // catalog is damaged. Entries damaged by themselves (they don't decode,
   // name another id, or sit under an invalid id) are left out.
+  // The one test of a sound catalog entry: `value`, under the key of `id`,
+  // decodes and names `id`, and `id` is one a save accepts. Else
+  // Corruption saying what is wrong (List's CheckpointInfo::damage).
+  static Result<CheckpointInfo> SoundCatalogEntry(const std::string& id,
+                                                  std::string_view value);
   Result<std::vector<std::string>> IdsNamingColumnFamily(
       const std::string& cf) const;
   // The same for every column family the catalog names, in one scan.
