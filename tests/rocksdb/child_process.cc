@@ -6,21 +6,39 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 namespace rocksdcp::testing {
+namespace {
+
+// The test child's command line, its path and then `args`, as execv takes
+// it; built before fork, so that the child allocates nothing. Holds the
+// strings its pointers point into, so it stays where it is made.
+struct ChildCommand {
+  explicit ChildCommand(const std::vector<std::string>& args) {
+    strings.reserve(args.size() + 1);
+    strings.emplace_back(ROCKSDCP_TEST_CHILD);
+    strings.insert(strings.end(), args.begin(), args.end());
+    for (std::string& s : strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+  }
+  ChildCommand(const ChildCommand&) = delete;
+  ChildCommand& operator=(const ChildCommand&) = delete;
+
+  std::vector<std::string> strings;
+  std::vector<char*> argv;
+};
+
+}  // namespace
 
 int RunChild(const std::vector<std::string>& args) {
+  ChildCommand command(args);
   pid_t pid = fork();
   if (pid == 0) {
-    std::vector<char*> argv;
-    std::string bin = ROCKSDCP_TEST_CHILD;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
+    execv(ROCKSDCP_TEST_CHILD, command.argv.data());
     _exit(127);
   }
   int status = 0;
@@ -36,18 +54,13 @@ ChildOutput RunChildAs(int uid, const std::vector<std::string>& args) {
   // /root, or in a mktemp -d directory of mode 0700).
   const int bin_fd = open(ROCKSDCP_TEST_CHILD, O_RDONLY);
   EXPECT_GE(bin_fd, 0) << ROCKSDCP_TEST_CHILD << ": " << std::strerror(errno);
+  ChildCommand command(args);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(out[1], 1);
     close(out[0]);
     if (uid >= 0 && (setgid(uid) != 0 || setuid(uid) != 0)) _exit(126);
-    std::vector<char*> argv;
-    std::string bin = ROCKSDCP_TEST_CHILD;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    fexecve(bin_fd, argv.data(), environ);
+    fexecve(bin_fd, command.argv.data(), environ);
     _exit(127);
   }
   close(bin_fd);
@@ -65,15 +78,10 @@ ChildOutput RunChildAs(int uid, const std::vector<std::string>& args) {
 }
 
 BackgroundChild::BackgroundChild(const std::vector<std::string>& args) {
+  ChildCommand command(args);
   pid_ = fork();
   if (pid_ == 0) {
-    std::vector<char*> argv;
-    std::string bin = ROCKSDCP_TEST_CHILD;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
+    execv(ROCKSDCP_TEST_CHILD, command.argv.data());
     _exit(127);
   }
 }
