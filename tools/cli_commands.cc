@@ -77,6 +77,13 @@ void CheckpointJson(JsonWriter& j, const CheckpointInfo& c) {
   j.Key("bytes").Uint(c.bytes);
   j.Key("items").Uint(c.items);
   j.Key("world_size").Int(c.world_size);
+  j.Key("column_family").String(c.column_family);
+  j.Key("stored_bytes").Uint(c.stored_bytes);
+  j.Key("referenced_bytes").Uint(c.referenced_bytes);
+  j.Key("referenced_column_families").BeginArray();
+  for (const std::string& cf : c.referenced_column_families) j.String(cf);
+  j.EndArray();
+  j.Key("freed_by_delete").Uint(c.freed_by_delete);
   j.EndObject();
 }
 
@@ -135,25 +142,33 @@ int RunLs(const Args& a) {
     PrintJson(j);
     return kExitOk;
   }
-  PrintTable({{"ID"},
-              {"STATE"},
-              {"CREATED"},
-              {"BYTES", /*right=*/true},
-              {"ITEMS", /*right=*/true},
-              {"WORLD", /*right=*/true}},
-             [&](const auto& row) {
-               for (const CheckpointInfo& c : *list) {
-                 if (!c.damage.empty()) {
-                   // An empty id (key "checkpoint/") shows as ''.
-                   row({c.id.empty() ? "''" : Printable(c.id), "DAMAGED", "-",
-                        "-", "-", "-"});
-                   continue;
-                 }
-                 row({Printable(c.id), StateName(c.state),
-                      TimeString(c.created_unix_micros), HumanBytes(c.bytes),
-                      std::to_string(c.items), std::to_string(c.world_size)});
-               }
-             });
+  // BYTES is the payload; OWN what its column family takes on disk;
+  // SHARED the payload it references in others; FREES what rm would free.
+  PrintTable(
+      {{"ID"},
+       {"STATE"},
+       {"CREATED"},
+       {"BYTES", /*right=*/true},
+       {"OWN", /*right=*/true},
+       {"SHARED", /*right=*/true},
+       {"FREES", /*right=*/true},
+       {"ITEMS", /*right=*/true},
+       {"WORLD", /*right=*/true}},
+      [&](const auto& row) {
+        for (const CheckpointInfo& c : *list) {
+          if (!c.damage.empty()) {
+            // An empty id (key "checkpoint/") shows as ''.
+            row({c.id.empty() ? "''" : Printable(c.id), "DAMAGED", "-", "-",
+                 "-", "-", "-", "-", "-"});
+            continue;
+          }
+          row({Printable(c.id), StateName(c.state),
+               TimeString(c.created_unix_micros), HumanBytes(c.bytes),
+               HumanBytes(c.stored_bytes), HumanBytes(c.referenced_bytes),
+               HumanBytes(c.freed_by_delete), std::to_string(c.items),
+               std::to_string(c.world_size)});
+        }
+      });
   // What is wrong with each damaged entry, on stderr: the table stays one
   // row per checkpoint for whoever reads stdout.
   for (const CheckpointInfo& c : *list) {
@@ -181,6 +196,19 @@ int RunInfo(const Args& a) {
           Printable(id).c_str(), StateName(info->state),
           TimeString(info->created_unix_micros).c_str(),
           HumanBytes(info->bytes).c_str(), info->items, info->world_size);
+    // Where its bytes are: its own column family, and those it references.
+    std::string shared;
+    for (const std::string& cf : info->referenced_column_families) {
+      shared += (shared.empty() ? "" : ", ") + Printable(cf);
+    }
+    Print(
+        "stored: %s on disk in column family %s; %s referenced%s%s; "
+        "rm frees %s\n",
+        HumanBytes(info->stored_bytes).c_str(),
+        Printable(info->column_family).c_str(),
+        HumanBytes(info->referenced_bytes).c_str(),
+        shared.empty() ? "" : " in ", shared.c_str(),
+        HumanBytes(info->freed_by_delete).c_str());
     PrintTable(
         {{"FQN"},
          {"DTYPE"},
@@ -462,6 +490,34 @@ int RunGc(const Args& a) {
   }
   Print("%s %s (%" PRIu64 " bytes)\n", dry ? "would free" : "freed",
         HumanBytes(report->freed_bytes).c_str(), report->freed_bytes);
+  return kExitOk;
+}
+
+int RunMaterialize(const Args& a) {
+  const std::string& path = a.positional[0];
+  const std::string& id = a.positional[1];
+  auto store = OpenStore("materialize", path, /*read_only=*/false);
+  if (!store.ok()) return Fail("materialize", store.status());
+  ProgressBar bar("materializing");
+  auto report = (*store)->Materialize(id, bar.Callback());
+  bar.Finish();
+  if (!report.ok()) return Fail("materialize", report.status());
+  if (a.json) {
+    JsonWriter j;
+    j.BeginObject().Key("store").String(path).Key("checkpoint").String(id);
+    j.Key("pieces").Uint(report->pieces).Key("bytes").Uint(report->bytes);
+    j.Key("dropped_column_families").BeginArray();
+    for (const auto& cf : report->dropped_column_families) j.String(cf);
+    j.EndArray().EndObject();
+    PrintJson(j);
+    return kExitOk;
+  }
+  Print("copied %" PRIu64 " referenced pieces (%s) into checkpoint %s\n",
+        report->pieces, HumanBytes(report->bytes).c_str(),
+        Printable(id).c_str());
+  for (const auto& cf : report->dropped_column_families) {
+    Print("dropped column family %s\n", Printable(cf).c_str());
+  }
   return kExitOk;
 }
 

@@ -37,6 +37,7 @@ int RunVerify(const Args& a);
 int RunRm(const Args& a);
 int RunKeepLast(const Args& a);
 int RunGc(const Args& a);
+int RunMaterialize(const Args& a);
 int RunDump(const Args& a);
 int RunExport(const Args& a);
 int RunImport(const Args& a);

@@ -104,13 +104,24 @@ const std::vector<Command>& Commands() {
        RunKeepLast},
       {"gc",
        "STORE [--dry-run]",
-       "Drops uncommitted column families and "
-       "staging leftovers, and says what it freed.",
+       "Drops column families no checkpoint holds or references "
+       "(uncommitted saves, deleted bases) and staging leftovers, and says "
+       "what it freed.",
        1,
        1,
        {"--dry-run"},
        {},
        RunGc},
+      {"materialize",
+       "STORE ID",
+       "Copies the pieces an incremental checkpoint ID references into its "
+       "own column family, so that it stands alone, and drops the column "
+       "families nothing needs any more.",
+       2,
+       2,
+       {},
+       {},
+       RunMaterialize},
       {"dump",
        "STORE ID FQN --npy OUT",
        "Writes one tensor, reassembled "

@@ -134,6 +134,18 @@ struct CheckpointInfo {
   int32_t world_size = 0;
   // XXH3-64 of the encoded metadata value, checked on every read of it.
   uint64_t metadata_checksum = 0;
+  // An incremental save's references (see RocksDBWriterOptions::base): the
+  // column families other than its own that hold pieces of it, and those
+  // pieces' payload bytes (part of `bytes`; the rest are its own). Empty
+  // and 0 for a checkpoint that holds every piece itself.
+  std::vector<std::string> referenced_column_families;
+  uint64_t referenced_bytes = 0;
+  // What its column family takes on disk (SST files and memtables), and
+  // what deleting it would free now: that, unless another checkpoint
+  // references it, plus the column families only it references that no
+  // committed checkpoint holds. Set by List and Info.
+  uint64_t stored_bytes = 0;
+  uint64_t freed_by_delete = 0;
   // Empty for a sound catalog entry. For one that can't be read (its value
   // does not decode, or names another id), what is wrong with it: then
   // only `id`, from the entry's key, is set, and the checkpoint can't be
@@ -147,6 +159,16 @@ struct GcReport {
   std::vector<std::string> dropped_column_families;
   std::vector<std::string> deleted_staging_files;
   uint64_t freed_bytes = 0;
+};
+
+// What Store::Materialize copied and released.
+struct MaterializeReport {
+  // The pieces copied into the checkpoint's own column family, and their
+  // payload bytes.
+  uint64_t pieces = 0;
+  uint64_t bytes = 0;
+  // Column families it referenced that nothing needs any more, dropped.
+  std::vector<std::string> dropped_column_families;
 };
 
 // What Store::KeepLast kept and deleted.
@@ -260,6 +282,34 @@ struct RocksDBWriterOptions {
   // Called as bytes are written by WriteData.
   // Default: none
   ProgressCallback progress;
+
+  // ---- Incremental saves ----
+
+  // Save incrementally against `base`, a committed checkpoint of this
+  // store: a piece whose payload bytes are identical to the base's piece
+  // at the same key (same item, chunk and piece, with the same dtype and
+  // chunk shape) is not written again; the new checkpoint stores a
+  // reference to the column family that holds the base's piece (the
+  // base's own, or the one the base references: references are one level
+  // deep). Identity is the XXH3-128 of the payload bytes, which every
+  // piece's storage info records, so the base's data is not read; the
+  // hash of each piece is computed from the state dict before its bytes
+  // are copied. Loads follow references; Store::Delete of a referenced
+  // checkpoint keeps its column family while it is referenced, and
+  // Store::Materialize copies what a checkpoint references into its own.
+  // The base and what it references are pinned from SetUpStorageWriter
+  // until the save commits or is abandoned, so no Delete, overwrite or GC
+  // drops them meanwhile. NotFound at SetUpStorageWriter if `base` is not
+  // committed. Only the coordinator's options count: followers learn the
+  // base, and its piece hashes for the items they write, from their plan.
+  // Default: empty (a full save)
+  std::string base;
+
+  // Base the save on the newest committed checkpoint (by created time),
+  // whatever its id, the one being overwritten included; a full save if
+  // the store has none. Not together with `base`.
+  // Default: false
+  bool base_on_newest = false;
 
   // ---- Performance ----
 
@@ -443,7 +493,15 @@ class Store {
 
   // Deletes a committed checkpoint: the catalog entry goes first, in a
   // synced write, then its column family is dropped. Readers already
-  // loading it finish their load. A damaged catalog entry (List marks it;
+  // loading it finish their load. A checkpoint that others reference
+  // (incremental saves) leaves the catalog at once, but its column family
+  // stays until no committed checkpoint references it (Delete of the last
+  // one, Materialize, or CollectGarbage drops it then); CheckpointInfo::
+  // freed_by_delete says what a Delete frees. The column families the
+  // deleted checkpoint referenced go with it if nothing else needs them.
+  // While another catalog entry is damaged, no column family is dropped
+  // (the damaged one may reference it): CollectGarbage drops them once
+  // that entry is deleted. A damaged catalog entry (List marks it;
   // under an id no save accepts, such as "", too) is deleted alone,
   // dropping no column family, since the one it names may be another's
   // (CollectGarbage drops an orphan). Corruption, and
@@ -459,13 +517,31 @@ class Store {
   // REQUIRES: not read-only.
   Result<RetentionReport> KeepLast(uint64_t n);
 
-  // Drops column families that no committed catalog entry names (left by
-  // saves that never finished) and deletes staging files of writers that
-  // are no longer running. With `dry_run`, only reports. Refuses
+  // Drops column families that no committed catalog entry names, as its
+  // own or as one it references, and no save in progress pins (left by
+  // saves that never finished, or by deleted checkpoints that were
+  // referenced), and deletes staging files of writers that are no longer
+  // running. With `dry_run`, only reports. Refuses
   // (Corruption) while a catalog entry is damaged: the column family it
   // named can't be told from garbage.
   // REQUIRES: not read-only.
   virtual Result<GcReport> CollectGarbage(bool dry_run = false) = 0;
+
+  // Copies every piece that checkpoint `id` references (incremental saves)
+  // into its own column family, verifying each as a load does, then
+  // commits its metadata and catalog entry without references, in one
+  // synced write: it then stands alone, and the column families it
+  // referenced that no committed checkpoint needs are dropped. Memory: one
+  // piece at a time, through a staging SST file that is ingested whole. A
+  // crash before the commit leaves the checkpoint as it was (a load reads
+  // a copied piece or the one referenced: the same bytes). Busy while a
+  // save of `id` runs in this process; NotFound if it is not committed;
+  // Corruption, and nothing changed, if a referenced piece is damaged.
+  // A checkpoint with no references is left as it is. `progress` counts
+  // the referenced pieces' bytes.
+  // REQUIRES: not read-only.
+  virtual Result<MaterializeReport> Materialize(
+      std::string_view id, const ProgressCallback& progress = {}) = 0;
 
   virtual Result<std::unique_ptr<RocksDBStorageWriter>> NewWriter(
       const RocksDBWriterOptions& options = {}) = 0;
@@ -502,13 +578,13 @@ Result<uint64_t> StoredItemBytes(const Metadata& metadata,
 // How an item of one checkpoint differs from the item of the same fqn in
 // another (DiffCheckpoints).
 enum class ItemChange : uint8_t {
-  kUnchanged,  // Every piece's payload hashes as before.
-  kChanged,    // Same dtype and shape (or a byte item either way); some
-               // pieces differ: changed_pieces of pieces.
-  kAdded,      // Only in the newer checkpoint.
-  kRemoved,    // Only in the older one.
-  kReshaped,   // Another dtype or shape, or a tensor that became bytes or
-               // the other way round.
+  kUnchanged,     // Every piece's payload hashes as before.
+  kChanged,       // Same dtype and shape (or a byte item either way); some
+                  // pieces differ: changed_pieces of pieces.
+  kAdded,         // Only in the newer checkpoint.
+  kRemoved,       // Only in the older one.
+  kReshaped,      // Another dtype or shape, or a tensor that became bytes or
+                  // the other way round.
   kIncomparable,  // Saved in other chunks or pieces, or before pieces were
                   // hashed (rocksdcp before 2026-12): load both to compare.
 };

@@ -15,7 +15,39 @@ namespace rocksdcp::format {
 namespace {
 
 constexpr uint16_t kCatalogFormatVersion = 1;
-constexpr uint16_t kStorageInfoFormatVersion = kBoundStorageInfoFormatVersion;
+// A catalog entry of a checkpoint that references other column families.
+constexpr uint16_t kReferencingCatalogFormatVersion = 2;
+constexpr uint16_t kPieceRefFormatVersion = 1;
+
+flatbuffers::Offset<
+    flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
+CreateStrings(flatbuffers::FlatBufferBuilder& fbb,
+              const std::vector<std::string>& strings) {
+  if (strings.empty()) return 0;
+  return fbb.CreateVectorOfStrings(strings);
+}
+
+// The strings of `v`, each non-empty; Corruption naming `what` otherwise.
+Status DecodeNames(
+    const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v,
+    const std::string& what, std::vector<std::string>* out) {
+  if (v == nullptr) return Status::OK();
+  out->reserve(v->size());
+  for (const flatbuffers::String* name : *v) {
+    if (name == nullptr || name->size() == 0) {
+      return Status::Corruption(what + ": an empty column family name");
+    }
+    out->push_back(name->str());
+  }
+  return Status::OK();
+}
+
+// True if `value` is long enough to carry a root and its identifier, and
+// carries `identifier` (4 characters).
+bool HasIdentifier(std::string_view value, const char* identifier) {
+  return value.size() >= 8 &&
+         value.substr(4, 4) == std::string_view(identifier, 4);
+}
 
 }  // namespace
 
@@ -23,11 +55,14 @@ std::string EncodeCatalogEntry(const CheckpointInfo& info) {
   flatbuffers::FlatBufferBuilder fbb(256);
   const auto id = fbb.CreateString(info.id);
   const auto column_family = fbb.CreateString(info.column_family);
+  const auto referenced = CreateStrings(fbb, info.referenced_column_families);
+  const bool refs = !info.referenced_column_families.empty();
   fbb.Finish(
-      fb::CreateCatalogEntry(fbb, kCatalogFormatVersion, id, column_family,
-                             static_cast<fb::CheckpointState>(info.state),
-                             info.created_unix_micros, info.bytes, info.items,
-                             info.world_size, info.metadata_checksum),
+      fb::CreateCatalogEntry(
+          fbb, refs ? kReferencingCatalogFormatVersion : kCatalogFormatVersion,
+          id, column_family, static_cast<fb::CheckpointState>(info.state),
+          info.created_unix_micros, info.bytes, info.items, info.world_size,
+          info.metadata_checksum, referenced, refs ? info.referenced_bytes : 0),
       kCatalogIdentifier);
   return Finished(fbb);
 }
@@ -38,7 +73,8 @@ Result<CheckpointInfo> DecodeCatalogEntry(std::string_view value) {
   ROCKSDCP_ASSIGN_OR_RETURN(
       const fb::CatalogEntry* e,
       VerifiedRoot<fb::CatalogEntry>(aligned, kCatalogIdentifier, what));
-  if (e->format_version() != kCatalogFormatVersion) {
+  if (e->format_version() != kCatalogFormatVersion &&
+      e->format_version() != kReferencingCatalogFormatVersion) {
     return Status::Corruption(what + ": unsupported format_version " +
                               std::to_string(e->format_version()));
   }
@@ -64,6 +100,23 @@ Result<CheckpointInfo> DecodeCatalogEntry(std::string_view value) {
   info.items = e->num_items();
   info.world_size = e->world_size();
   info.metadata_checksum = e->metadata_xxh3();
+  if (e->format_version() == kReferencingCatalogFormatVersion) {
+    const std::string entry =
+        what + " of checkpoint \"" + keys::EscapeFqn(info.id) + "\"";
+    ROCKSDCP_RETURN_IF_ERROR(DecodeNames(e->referenced_column_families(), entry,
+                                         &info.referenced_column_families));
+    for (const std::string& cf : info.referenced_column_families) {
+      if (cf == info.column_family) {
+        return Status::Corruption(entry + " references its own column family");
+      }
+    }
+    info.referenced_bytes = e->referenced_bytes();
+    if (info.referenced_bytes > info.bytes) {
+      return Status::Corruption(entry + " references " +
+                                std::to_string(info.referenced_bytes) +
+                                " bytes of its " + std::to_string(info.bytes));
+    }
+  }
   return info;
 }
 
@@ -81,10 +134,18 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
         fbb.CreateUninitializedVectorOfStructs(info.piece_hashes.size(), &out);
     for (const Hash128& p : info.piece_hashes) *out++ = {p.low, p.high};
   }
+  const bool refs = !info.sources.empty();
+  const auto sources = CreateStrings(fbb, info.sources);
+  const auto piece_sources =
+      refs ? fbb.CreateVector(info.piece_sources)
+           : flatbuffers::Offset<flatbuffers::Vector<uint32_t>>();
   fbb.Finish(
-      fb::CreateStorageInfo(fbb, kStorageInfoFormatVersion,
+      fb::CreateStorageInfo(fbb,
+                            refs ? kReferencingStorageInfoFormatVersion
+                                 : kBoundStorageInfoFormatVersion,
                             static_cast<fb::ItemKind>(info.kind), info.length,
-                            info.num_pieces, info.piece_bytes, file, hashes),
+                            info.num_pieces, info.piece_bytes, file, hashes,
+                            sources, piece_sources),
       kStorageInfoIdentifier);
   return Finished(fbb);
 }
@@ -96,8 +157,10 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
   ROCKSDCP_ASSIGN_OR_RETURN(
       const fb::StorageInfo* s,
       VerifiedRoot<fb::StorageInfo>(aligned, kStorageInfoIdentifier, what));
-  // Version 1: written before pieces were bound to their keys.
-  if (s->format_version() != kStorageInfoFormatVersion &&
+  // Version 1: written before pieces were bound to their keys; 3: an item
+  // with references.
+  if (s->format_version() != kBoundStorageInfoFormatVersion &&
+      s->format_version() != kReferencingStorageInfoFormatVersion &&
       s->format_version() != 1) {
     return Status::Corruption(what + ": unsupported format_version " +
                               std::to_string(s->format_version()));
@@ -133,7 +196,39 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
         std::to_string(info.length) + " bytes in pieces of " +
         std::to_string(info.piece_bytes) + " make " + std::to_string(expected));
   }
-  if (hashes == PieceHashes::kRead && s->piece_hashes() != nullptr) {
+  const bool refs = info.format_version == kReferencingStorageInfoFormatVersion;
+  if (refs != (s->sources() != nullptr) ||
+      refs != (s->piece_sources() != nullptr) ||
+      (refs && s->piece_hashes() == nullptr)) {
+    return Status::Corruption(
+        what + ": version " + std::to_string(info.format_version) +
+        (refs ? " needs" : " has no") + " piece sources and hashes");
+  }
+  if (refs) {
+    ROCKSDCP_RETURN_IF_ERROR(DecodeNames(s->sources(), what, &info.sources));
+    const auto* ps = s->piece_sources();
+    if (ps->size() != info.num_pieces) {
+      return Status::Corruption(what + ": " + std::to_string(ps->size()) +
+                                " piece sources for " +
+                                std::to_string(info.num_pieces) + " pieces");
+    }
+    std::vector<bool> used(info.sources.size());
+    info.piece_sources.resize(ps->size());
+    for (size_t i = 0; i < ps->size(); ++i) {
+      const uint32_t src = ps->Get(static_cast<flatbuffers::uoffset_t>(i));
+      if (src > info.sources.size()) {
+        return Status::Corruption(what + ": piece " + std::to_string(i) +
+                                  " names source " + std::to_string(src) +
+                                  " of " + std::to_string(info.sources.size()));
+      }
+      if (src > 0) used[src - 1] = true;
+      info.piece_sources[i] = src;
+    }
+    if (std::find(used.begin(), used.end(), false) != used.end()) {
+      return Status::Corruption(what + ": a source no piece is in");
+    }
+  }
+  if ((hashes == PieceHashes::kRead || refs) && s->piece_hashes() != nullptr) {
     const auto* h = s->piece_hashes();
     if (h->size() != info.num_pieces) {
       return Status::Corruption(what + ": " + std::to_string(h->size()) +
@@ -154,6 +249,100 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
     }
   }
   return info;
+}
+
+std::string EncodePieceRef(const PieceRef& ref) {
+  flatbuffers::FlatBufferBuilder fbb(128 + ref.key.size() +
+                                     ref.column_family.size());
+  const auto cf = fbb.CreateString(ref.column_family);
+  const auto key = fbb.CreateVector(
+      reinterpret_cast<const uint8_t*>(ref.key.data()), ref.key.size());
+  const fb::PieceHash hash(ref.hash.low, ref.hash.high);
+  fbb.Finish(fb::CreatePieceRef(fbb, kPieceRefFormatVersion, cf, key,
+                                ref.byte_length, &hash),
+             kPieceRefIdentifier);
+  return Finished(fbb);
+}
+
+bool IsPieceRef(std::string_view value) {
+  return HasIdentifier(value, kPieceRefIdentifier);
+}
+
+Result<PieceRef> DecodePieceRef(std::string_view value) {
+  const std::string what = "piece reference";
+  const AlignedBytes aligned(value);
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      const fb::PieceRef* r,
+      VerifiedRoot<fb::PieceRef>(aligned, kPieceRefIdentifier, what));
+  if (r->format_version() != kPieceRefFormatVersion) {
+    return Status::Corruption(what + ": unsupported format_version " +
+                              std::to_string(r->format_version()));
+  }
+  if (r->column_family() == nullptr || r->column_family()->size() == 0 ||
+      r->key() == nullptr || r->hash() == nullptr) {
+    return Status::Corruption(what + ": no column family, key or hash");
+  }
+  PieceRef ref;
+  ref.column_family = r->column_family()->str();
+  ref.key.assign(reinterpret_cast<const char*>(r->key()->data()),
+                 r->key()->size());
+  ref.byte_length = r->byte_length();
+  // Aligned: AlignedBytes holds the value at an 8-byte boundary, and the
+  // verifier checks a struct field's alignment within it.
+  ref.hash = {r->hash()->low(), r->hash()->high()};
+  return ref;
+}
+
+std::string EncodeRankPlan(const RankPlan& plan) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  std::vector<flatbuffers::Offset<fb::StorageDataEntry>> items;
+  items.reserve(plan.base_items.size());
+  for (const auto& [index, info] : plan.base_items) {
+    const auto idx = CreateIndex(fbb, index);
+    const std::string value = EncodeStorageInfo(info);
+    const auto bytes = fbb.CreateVector(
+        reinterpret_cast<const uint8_t*>(value.data()), value.size());
+    items.push_back(fb::CreateStorageDataEntry(fbb, idx, bytes));
+  }
+  const auto prefix = fbb.CreateString(plan.file_prefix);
+  const auto base = fbb.CreateString(plan.base_checkpoint_id);
+  const auto entries = fbb.CreateVector(items);
+  fbb.Finish(fb::CreateRankPlan(fbb, prefix, base, entries),
+             kRankPlanIdentifier);
+  return Finished(fbb);
+}
+
+bool IsRankPlan(std::string_view value) {
+  return HasIdentifier(value, kRankPlanIdentifier);
+}
+
+Result<RankPlan> DecodeRankPlan(std::string_view value) {
+  const std::string what = "rank plan";
+  const AlignedBytes aligned(value);
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      const fb::RankPlan* r,
+      VerifiedRoot<fb::RankPlan>(aligned, kRankPlanIdentifier, what));
+  RankPlan plan;
+  if (r->file_prefix() != nullptr) plan.file_prefix = r->file_prefix()->str();
+  if (r->base_checkpoint_id() != nullptr) {
+    plan.base_checkpoint_id = r->base_checkpoint_id()->str();
+  }
+  if (r->base_items() != nullptr) {
+    for (const fb::StorageDataEntry* e : *r->base_items()) {
+      ROCKSDCP_ASSIGN_OR_RETURN(MetadataIndex index, DecodeIndex(*e->index()));
+      const auto* info = e->info();
+      ROCKSDCP_ASSIGN_OR_RETURN(
+          StorageInfo decoded,
+          DecodeStorageInfo(
+              info == nullptr ? std::string_view()
+                              : std::string_view(
+                                    reinterpret_cast<const char*>(info->data()),
+                                    info->size()),
+              PieceHashes::kRead));
+      plan.base_items.emplace(std::move(index), std::move(decoded));
+    }
+  }
+  return plan;
 }
 
 }  // namespace rocksdcp::format

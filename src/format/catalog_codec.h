@@ -5,6 +5,7 @@
 #define ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,8 +18,12 @@ namespace rocksdcp::format {
 
 inline constexpr char kCatalogIdentifier[] = "RDCC";
 inline constexpr char kStorageInfoIdentifier[] = "RDCS";
+inline constexpr char kPieceRefIdentifier[] = "RDCR";
+inline constexpr char kRankPlanIdentifier[] = "RDCB";
 // The StorageInfo version that requires pieces bound to their keys.
 inline constexpr uint16_t kBoundStorageInfoFormatVersion = 2;
+// The StorageInfo version of an item some of whose pieces are references.
+inline constexpr uint16_t kReferencingStorageInfoFormatVersion = 3;
 
 std::string EncodeCatalogEntry(const CheckpointInfo& info);
 // Corruption if the value fails the Verifier, has the wrong identifier, an
@@ -40,9 +45,22 @@ struct StorageInfo {
   // version 1 piece is refused; version 1 (older stores) accepts either.
   // Encoding always writes the current version.
   uint16_t format_version = kBoundStorageInfoFormatVersion;
-  // None, or one per piece: the XXH3-128 of its payload. Decoded only on
-  // request (PieceHashes::kRead): a load has no use for them.
+  // None, or one per piece: the XXH3-128 of its payload. Decoded on
+  // request (PieceHashes::kRead), and whenever the item has references.
   std::vector<Hash128> piece_hashes;
+  // Incremental saves: the other column families holding some of its
+  // pieces, and per piece 0 (the checkpoint's own) or i + 1 (sources[i]).
+  // Both empty when every piece is the checkpoint's own. Encoding writes
+  // kReferencingStorageInfoFormatVersion when sources is not empty.
+  std::vector<std::string> sources;
+  std::vector<uint32_t> piece_sources;
+
+  // The column family that holds piece `p` (its sources entry), or
+  // nullptr for the checkpoint's own.
+  const std::string* SourceOf(uint32_t p) const {
+    if (piece_sources.empty() || piece_sources[p] == 0) return nullptr;
+    return &sources[piece_sources[p] - 1];
+  }
 };
 
 std::string EncodeStorageInfo(const StorageInfo& info);
@@ -50,10 +68,45 @@ std::string EncodeStorageInfo(const StorageInfo& info);
 // num_pieces == max(1, ceil(length / piece_bytes)), piece_bytes > 0.
 // With kRead, also its piece hashes: num_pieces of them, or none if the
 // item was saved before they were recorded; Corruption if it records
-// another number of them.
+// another number of them. Sources are always decoded and checked: a
+// version 3 item has num_pieces piece hashes and piece sources, each
+// source at most sources.size(), each source a non-empty name used by
+// some piece; other versions have none.
 enum class PieceHashes { kSkip, kRead };
 Result<StorageInfo> DecodeStorageInfo(std::string_view value,
                                       PieceHashes hashes = PieceHashes::kSkip);
+
+// A PieceRef value (schema/checkpoint.fbs).
+struct PieceRef {
+  std::string column_family;
+  std::string key;
+  uint64_t byte_length = 0;
+  Hash128 hash;
+};
+
+std::string EncodePieceRef(const PieceRef& ref);
+// True if `value` carries the PieceRef identifier (it may still be
+// malformed: DecodePieceRef says).
+bool IsPieceRef(std::string_view value);
+// Corruption unless the value verifies, has the identifier and a known
+// version, and names a column family and key.
+Result<PieceRef> DecodePieceRef(std::string_view value);
+
+// A rank's SavePlan::storage_data (RankPlan in schema/checkpoint.fbs).
+struct RankPlan {
+  std::string file_prefix;
+  // Incremental saves: the base, and its storage info of the items this
+  // rank writes, each with every piece's source named (none is 0).
+  std::string base_checkpoint_id;
+  std::map<MetadataIndex, StorageInfo> base_items;
+};
+
+std::string EncodeRankPlan(const RankPlan& plan);
+// True if `value` carries the RankPlan identifier (a plan's storage_data
+// from before it did is the file prefix alone).
+bool IsRankPlan(std::string_view value);
+// Corruption unless it verifies and every item decodes (with hashes).
+Result<RankPlan> DecodeRankPlan(std::string_view value);
 
 }  // namespace rocksdcp::format
 

@@ -183,7 +183,7 @@ Result<CheckpointDiff> DiffCheckpoints(Store& store, std::string_view from,
                                        std::string_view to) {
   const std::string where = "diff of checkpoints " + Quote(from) + " and " +
                             Quote(to) + " in store " + Quote(store.path());
-  Side a{from}, b{to};
+  Side a{from, {}, {}}, b{to, {}, {}};
   for (Side* side : {&a, &b}) {
     auto metadata = ReadMetadataOf(store, side->id);
     if (!metadata.ok()) return metadata.status().WithContext(where);

@@ -76,34 +76,8 @@ Result<Metadata> RocksDBStorageReaderImpl::ReadMetadata() {
   }
   ROCKSDCP_ASSIGN_OR_RETURN(CommittedCheckpoint c,
                             store_->LookupCommitted(checkpoint_id_));
-  std::string value;
-  rocksdb::ReadOptions ro;
-  ro.verify_checksums = true;
-  rocksdb::Status s = store_->db()->Get(
-      ro, c.cf.get(),
-      rocksdb::Slice(keys::kMetadataKey.data(), keys::kMetadataKey.size()),
-      &value);
-  if (s.IsNotFound()) {
-    return Status::Corruption(Where() +
-                              ": the catalog lists it but its metadata key " +
-                              std::string(keys::kMetadataKey) + " is missing");
-  }
-  if (!s.ok()) return FromRocksDB(s, Where() + ": reading metadata");
-  const uint64_t sum = format::Xxh3(value);
-  if (sum != c.info.metadata_checksum) {
-    return Status::Corruption(Where() +
-                              ": metadata checksum mismatch (catalog records " +
-                              std::to_string(c.info.metadata_checksum) +
-                              ", value hashes to " + std::to_string(sum) + ")");
-  }
-  auto metadata = format::DecodeMetadata(value, {PieceBytes(c, value)});
-  if (!metadata.ok()) {
-    return metadata.status().WithContext(Where());  // It says "metadata: ".
-  }
-  if (Status fits = CheckStorageFits(*metadata, PieceBytes(c, value));
-      !fits.ok()) {
-    return fits.WithContext(Where());
-  }
+  auto metadata = ReadCheckpointMetadata(*store_, c);
+  if (!metadata.ok()) return metadata.status().WithContext(Where());
   if (!metadata->storage_meta) metadata->storage_meta = StorageMeta();
   metadata->storage_meta->load_id = load_id_;
   checkpoint_ = std::move(c);

@@ -96,6 +96,8 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   // What one reading thread reuses from task to task.
   struct Worker {
     rocksdb::PinnableSlice pinned;
+    // The piece a reference names (incremental saves).
+    rocksdb::PinnableSlice referenced;
     std::string key;
     std::string bytes_buffer;  // Assembles byte items of several pieces.
     // For batches.
@@ -125,9 +127,11 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   Status FetchPiece(Worker& worker, const PlannedRead& pr, uint32_t p,
                     format::DecodedPiece* out);
   // Verifies what a Get or MultiGet of piece `p` of `pr` (at `key`)
-  // returned. The result points into `value`.
-  Status VerifyPiece(const rocksdb::Status& s, const rocksdb::Slice& value,
-                     const std::string& key, const PlannedRead& pr, uint32_t p,
+  // returned, following a reference into worker.referenced. The result
+  // points into `value` or that.
+  Status VerifyPiece(Worker& worker, const rocksdb::Status& s,
+                     const rocksdb::Slice& value, const std::string& key,
+                     const PlannedRead& pr, uint32_t p,
                      format::DecodedPiece* out);
   // Resolves pr's destination, copies `piece` (nullptr for an empty box)
   // into it and commits it.

@@ -156,19 +156,24 @@ Status RocksDBStorageReaderImpl::FetchPiece(Worker& worker,
   worker.pinned.Reset();
   rocksdb::Status s =
       store_->db()->Get(ro, checkpoint_->cf.get(), worker.key, &worker.pinned);
-  return VerifyPiece(s, worker.pinned, worker.key, pr, p, out);
+  return VerifyPiece(worker, s, worker.pinned, worker.key, pr, p, out);
 }
 
-Status RocksDBStorageReaderImpl::VerifyPiece(const rocksdb::Status& s,
+Status RocksDBStorageReaderImpl::VerifyPiece(Worker& worker,
+                                             const rocksdb::Status& s,
                                              const rocksdb::Slice& value,
                                              const std::string& key,
                                              const PlannedRead& pr, uint32_t p,
                                              format::DecodedPiece* out) {
   // The context is built only on failure: a load of many small items
   // would otherwise spend much of its time formatting it.
-  Status verified =
-      VerifyPieceValue(s, std::string_view(value.data(), value.size()), key,
-                       pr.ri->storage_index, pr.item, p, out);
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = options_.fill_cache;
+  ro.verify_checksums = true;
+  Status verified = VerifyPieceOrReference(
+      *store_, *checkpoint_, ro, s,
+      std::string_view(value.data(), value.size()), key, pr.ri->storage_index,
+      pr.item, p, &worker.referenced, out);
   if (!verified.ok()) return verified.WithContext(PieceWhere(pr, p));
   pieces_read_.fetch_add(1, std::memory_order_relaxed);
   bytes_read_.fetch_add(out->size, std::memory_order_relaxed);
@@ -288,8 +293,8 @@ Status RocksDBStorageReaderImpl::ReadBatch(Run& run, Worker& worker,
   for (uint32_t i = 0; i < n && status.ok(); ++i) {
     PlannedRead& pr = run.reads[task.read + i];
     format::DecodedPiece piece;
-    status = VerifyPiece(worker.statuses[i], worker.values[i], worker.keys[i],
-                         pr, pr.first_piece, &piece);
+    status = VerifyPiece(worker, worker.statuses[i], worker.values[i],
+                         worker.keys[i], pr, pr.first_piece, &piece);
     if (!status.ok()) break;
     if (pr.ri->type == LoadItemType::kTensor) {
       status = DeliverTensor(run, pr, &piece);
@@ -331,6 +336,7 @@ void RocksDBStorageReaderImpl::Work(Run& run, Worker& worker) {
   }
   // Release the last piece's block now, not when the worker goes.
   worker.pinned.Reset();
+  worker.referenced.Reset();
 }
 
 Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,

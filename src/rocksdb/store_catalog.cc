@@ -64,9 +64,49 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
   return catalog;
 }
 
+void StoreImpl::AccountLocked(std::map<std::string, CheckpointInfo>& catalog) {
+  // Who holds and who references each column family.
+  std::map<std::string, int> holders, referrers;
+  // While an entry is damaged, Delete drops nothing (see DropUnkeptLocked).
+  bool damaged = false;
+  for (const auto& [id, info] : catalog) {
+    damaged |= !info.damage.empty();
+    if (!info.damage.empty()) continue;
+    ++holders[info.column_family];
+    for (const std::string& cf : info.referenced_column_families) {
+      ++referrers[cf];
+    }
+  }
+  auto stored = [this](const std::string& cf) -> uint64_t {
+    auto it = cfs_.find(cf);
+    return it == cfs_.end() ? 0 : DiskBytes(it->second.get());
+  };
+  for (auto& [id, info] : catalog) {
+    if (!info.damage.empty()) continue;
+    info.stored_bytes = stored(info.column_family);
+    if (damaged) continue;
+    info.freed_by_delete = referrers.count(info.column_family) > 0 ||
+                                   pinned_cfs_.count(info.column_family) > 0 ||
+                                   holders[info.column_family] > 1
+                               ? 0
+                               : info.stored_bytes;
+    for (const std::string& cf : info.referenced_column_families) {
+      // A column family kept only for this checkpoint's references.
+      if (holders.count(cf) == 0 && referrers[cf] == 1 &&
+          pinned_cfs_.count(cf) == 0) {
+        info.freed_by_delete += stored(cf);
+      }
+    }
+  }
+}
+
 Result<std::vector<CheckpointInfo>> StoreImpl::List() {
   ROCKSDCP_RETURN_IF_ERROR(NeedDB("list"));
   ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    AccountLocked(catalog);
+  }
   std::vector<CheckpointInfo> out;
   out.reserve(catalog.size());
   for (auto& [id, info] : catalog) out.push_back(std::move(info));
@@ -79,10 +119,29 @@ Result<std::vector<CheckpointInfo>> StoreImpl::List() {
 Result<CheckpointInfo> StoreImpl::Info(std::string_view id) {
   ROCKSDCP_ASSIGN_OR_RETURN(CommittedCheckpoint c,
                             LookupCommitted(std::string(id)));
+  // What a delete would free depends on every other entry.
+  ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  std::lock_guard<std::mutex> lock(mu_);
+  AccountLocked(catalog);
+  auto it = catalog.find(c.info.id);
+  if (it != catalog.end() && it->second.damage.empty() &&
+      it->second.column_family == c.info.column_family) {
+    return std::move(it->second);
+  }
+  c.info.stored_bytes = DiskBytes(c.cf.get());
   return c.info;
 }
 
-Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
+void StoreImpl::UnpinColumnFamilies(const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& name : names) {
+    auto it = pinned_cfs_.find(name);
+    if (it != pinned_cfs_.end()) pinned_cfs_.erase(it);
+  }
+}
+
+Result<CommittedCheckpoint> StoreImpl::LookupCommitted(
+    const std::string& id, std::vector<std::string>* pin_for_save) {
   ROCKSDCP_RETURN_IF_ERROR(NeedDB("lookup of checkpoint " + Quote(id)));
   ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
   std::lock_guard<std::mutex> lock(mu_);
@@ -158,8 +217,21 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(const std::string& id) {
         "checkpoint " + Quote(id) + ": catalog names column family " +
         Quote(info->column_family) + ", which the store does not have");
   }
-  return CommittedCheckpoint{std::move(info).value(), it->second,
-                             StoredBytes(it->second.get())};
+  CommittedCheckpoint c;
+  c.cf = it->second;
+  c.stored_bytes = StoredBytes(it->second.get());
+  for (const std::string& name : info->referenced_column_families) {
+    auto source = cfs_.find(name);
+    if (source == cfs_.end()) continue;
+    c.sources[name] = {source->second, StoredBytes(source->second.get())};
+  }
+  c.info = std::move(info).value();
+  if (pin_for_save != nullptr) {
+    pin_for_save->push_back(c.info.column_family);
+    for (const auto& [name, source] : c.sources) pin_for_save->push_back(name);
+    for (const std::string& name : *pin_for_save) pinned_cfs_.insert(name);
+  }
+  return c;
 }
 
 uint64_t StoreImpl::StoredBytes(rocksdb::ColumnFamilyHandle* cf) const {
@@ -181,6 +253,21 @@ uint64_t StoreImpl::StoredBytes(rocksdb::ColumnFamilyHandle* cf) const {
   db_->GetIntProperty(cf, rocksdb::DB::Properties::kSizeAllMemTables,
                       &memtables);
   return stored + memtables;
+}
+
+uint64_t StoreImpl::DiskBytes(rocksdb::ColumnFamilyHandle* cf) const {
+  rocksdb::ColumnFamilyMetaData files;
+  db_->GetColumnFamilyMetaData(cf, &files);
+  uint64_t bytes = 0;
+  for (const rocksdb::LevelMetaData& level : files.levels) {
+    for (const rocksdb::SstFileMetaData& f : level.files) bytes += f.size;
+  }
+  // Every key: the metadata key and piece keys sort after "".
+  const std::string last(64, '\xff');
+  uint64_t count = 0, memtable = 0;
+  db_->GetApproximateMemTableStats(cf, rocksdb::Range("", last), &count,
+                                   &memtable);
+  return bytes + memtable;
 }
 
 Result<StoreImpl::OnDiskNow> StoreImpl::CheckpointOnDiskNow(

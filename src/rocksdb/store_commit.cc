@@ -96,6 +96,45 @@ Status StoreImpl::DropColumnFamilyLocked(const std::string& name) {
   return Status::OK();
 }
 
+rocksdb::Status StoreImpl::WriteMetadataAndEntryLocked(
+    rocksdb::ColumnFamilyHandle* cf, std::string_view metadata_value,
+    const CheckpointInfo& info) {
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s = batch.Put(
+      cf, rocksdb::Slice(keys::kMetadataKey.data(), keys::kMetadataKey.size()),
+      rocksdb::Slice(metadata_value.data(), metadata_value.size()));
+  if (s.ok()) {
+    s = batch.Put(default_cf_, keys::CatalogKey(info.id),
+                  format::EncodeCatalogEntry(info));
+  }
+  if (!s.ok()) return s;
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return db_->Write(wo, &batch);
+}
+
+Result<std::set<std::string>> StoreImpl::KeptColumnFamiliesLocked() {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  std::set<std::string> kept(pinned_cfs_.begin(), pinned_cfs_.end());
+  for (const auto& [id, info] : catalog) {
+    if (!info.damage.empty()) {
+      return Status::Corruption("store " + Quote(path_) + ": " + info.damage);
+    }
+    kept.insert(info.column_family);
+    kept.insert(info.referenced_column_families.begin(),
+                info.referenced_column_families.end());
+  }
+  return kept;
+}
+
+void StoreImpl::DropUnkeptLocked(const std::vector<std::string>& candidates) {
+  auto kept = KeptColumnFamiliesLocked();
+  if (!kept.ok()) return;  // GC's, once the catalog is repaired.
+  for (const std::string& name : candidates) {
+    if (kept->count(name) == 0) DropColumnFamilyLocked(name).IgnoreError();
+  }
+}
+
 Status StoreImpl::CheckIngestedKeyRanges(
     rocksdb::ColumnFamilyHandle* cf,
     std::vector<std::pair<std::string, std::string>> want) const {
@@ -137,6 +176,18 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
     if (old_info.ok()) old_cf = old_info->column_family;
   } else if (!s.IsNotFound()) {
     return FromRocksDB(s, ctx + ": reading catalog");
+  }
+
+  // An incremental save's references: what it references must still be
+  // there, as the save's pin on its base keeps it.
+  for (const std::string& ref : req.info.referenced_column_families) {
+    if (cfs_.count(ref) == 0 || pinned_cfs_.count(ref) == 0) {
+      return Status::FailedPrecondition(
+          ctx + ": it references column family " + Quote(ref) + ", which is " +
+          (cfs_.count(ref) == 0 ? "no longer in the store"
+                                : "not part of the save's base") +
+          "; nothing was committed");
+    }
   }
 
   const std::string cf_name = FreshColumnFamilyName(id);
@@ -194,19 +245,7 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   info.state = CheckpointState::kCommitted;
   info.created_unix_micros = NowUnixMicros();
 
-  rocksdb::WriteBatch batch;
-  s = batch.Put(
-      raw, rocksdb::Slice(keys::kMetadataKey.data(), keys::kMetadataKey.size()),
-      req.metadata_value);
-  if (s.ok()) {
-    s = batch.Put(default_cf_, keys::CatalogKey(id),
-                  format::EncodeCatalogEntry(info));
-  }
-  if (s.ok()) {
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    s = db_->Write(wo, &batch);
-  }
+  s = WriteMetadataAndEntryLocked(raw, req.metadata_value, info);
   if (!s.ok()) {
     // The batch may be durable all the same (its WAL record written, the
     // sync failed): then the next open commits it. So its column family
@@ -214,10 +253,16 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
     return StopLocked(s, ctx + ": writing metadata and catalog entry");
   }
   if (commit_hook_) commit_hook_("after_write");
-  if (!old_cf.empty() && old_cf != cf_name) {
-    // Committed: an old column family that is not dropped is GC's.
-    DropColumnFamilyLocked(old_cf).IgnoreError();
+  // Committed: the save's pins go (its references keep what it needs),
+  // and so do the old column family and the base, unless a checkpoint
+  // (this one, maybe) references them. One that is not dropped is GC's.
+  std::vector<std::string> candidates = std::move(req.pinned);
+  for (const std::string& name : candidates) {
+    auto it = pinned_cfs_.find(name);
+    if (it != pinned_cfs_.end()) pinned_cfs_.erase(it);
   }
+  if (!old_cf.empty() && old_cf != cf_name) candidates.push_back(old_cf);
+  DropUnkeptLocked(candidates);
   return info;
 }
 
@@ -273,8 +318,16 @@ Status StoreImpl::Delete(std::string_view id_view) {
                              ": removing its catalog entry");
   }
   if (commit_hook_) commit_hook_("delete_after_catalog");
-  // Deleted: a column family that is not dropped is GC's.
-  if (sound) DropColumnFamilyLocked(info->column_family).IgnoreError();
+  // Deleted: its column family goes, unless another checkpoint references
+  // it, and so do those it referenced that no other checkpoint needs. A
+  // column family that is not dropped is GC's.
+  if (sound) {
+    std::vector<std::string> candidates = {info->column_family};
+    candidates.insert(candidates.end(),
+                      info->referenced_column_families.begin(),
+                      info->referenced_column_families.end());
+    DropUnkeptLocked(candidates);
+  }
   return Status::OK();
 }
 

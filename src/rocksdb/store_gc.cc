@@ -1,5 +1,6 @@
 // StoreImpl::CollectGarbage: drops the column families the catalog does
-// not name and removes the staging directories of writers that are gone.
+// not name (as a checkpoint's own or one it references), that no save in
+// progress pins, and removes the staging directories of writers that are gone.
 
 #include <filesystem>
 #include <optional>
@@ -40,8 +41,10 @@ Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
     }
   }
   GcReport report;
-  std::set<std::string> live;
-  for (const auto& [id, info] : catalog) live.insert(info.column_family);
+  // Every committed checkpoint's column family, those they reference, and
+  // the bases of saves in progress.
+  ROCKSDCP_ASSIGN_OR_RETURN(const std::set<std::string> live,
+                            KeptColumnFamiliesLocked());
   std::vector<std::string> orphans;
   for (const auto& [name, handle] : cfs_) {
     if (live.count(name) == 0) orphans.push_back(name);
@@ -62,8 +65,8 @@ Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
   // lock file) whose lock we can take belongs to a writer that is gone.
   const std::string gc = "GC of store " + Quote(path_);
   std::vector<std::string> children;
-  rocksdb::IOStatus io = fs_->GetChildren(staging_root_, rocksdb::IOOptions(),
-                                          &children, nullptr);
+  rocksdb::IOStatus io =
+      fs_->GetChildren(staging_root_, rocksdb::IOOptions(), &children, nullptr);
   if (!io.ok() && !io.IsNotFound()) {
     return FromRocksDB(io, gc + ": listing " + staging_root_);
   }
@@ -79,8 +82,7 @@ Result<GcReport> StoreImpl::CollectGarbage(bool dry_run) {
     if (!lock) continue;  // A live writer's.
     std::vector<std::string> files;
     ROCKSDCP_RETURN_IF_ERROR(
-        ListFilesUnder(*fs_, dir, &files, &report.freed_bytes)
-            .WithContext(gc));
+        ListFilesUnder(*fs_, dir, &files, &report.freed_bytes).WithContext(gc));
     report.deleted_staging_files.insert(report.deleted_staging_files.end(),
                                         files.begin(), files.end());
     if (dry_run) continue;

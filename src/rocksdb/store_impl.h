@@ -39,6 +39,15 @@ rocksdb::Options CheckpointColumnFamilyOptions(
 struct CommittedCheckpoint {
   CheckpointInfo info;
   std::shared_ptr<rocksdb::ColumnFamilyHandle> cf;
+  // The column families it references (CheckpointInfo::
+  // referenced_column_families) that the store holds, pinned too, and what
+  // each holds: the pieces referenced there must fit in it.
+  struct Source {
+    std::shared_ptr<rocksdb::ColumnFamilyHandle> cf;
+    uint64_t stored_bytes = 0;
+  };
+  using Sources = std::map<std::string, Source, std::less<>>;
+  Sources sources;
   // What its column family really holds: its SST files' sizes and its
   // memtables'. Whatever its metadata claims must fit in it (forged
   // metadata can claim anything; see format::MetadataLimits).
@@ -67,6 +76,9 @@ struct CommitRequest {
   // column_family and created time are filled in by Commit).
   std::string metadata_value;
   CheckpointInfo info;
+  // The column families the save pinned (LookupCommitted's pin_for_save):
+  // on success Commit releases them, and drops those nothing keeps.
+  std::vector<std::string> pinned;
 };
 
 class StoreImpl final : public Store {
@@ -88,6 +100,8 @@ class StoreImpl final : public Store {
   Result<CheckpointInfo> Info(std::string_view id) override;
   Status Delete(std::string_view id) override;
   Result<GcReport> CollectGarbage(bool dry_run) override;
+  Result<MaterializeReport> Materialize(
+      std::string_view id, const ProgressCallback& progress) override;
   Result<std::unique_ptr<RocksDBStorageWriter>> NewWriter(
       const RocksDBWriterOptions& options) override;
   Result<std::unique_ptr<RocksDBStorageReader>> NewReader(
@@ -119,8 +133,12 @@ class StoreImpl final : public Store {
   // The same for every column family the catalog names, in one scan.
   Result<std::map<std::string, std::vector<std::string>>> IdsByColumnFamily()
       const;
-  // The bytes column family `cf` holds: its SST files and memtables.
+  // The bytes column family `cf` holds: its SST files and memtables (the
+  // memory they take, an upper bound of the bytes in them).
   uint64_t StoredBytes(rocksdb::ColumnFamilyHandle* cf) const;
+  // What `cf` takes on disk, for accounting: its SST files and the keys
+  // and values in its memtables (which the WAL holds until a flush).
+  uint64_t DiskBytes(rocksdb::ColumnFamilyHandle* cf) const;
 
   // What checkpoint `id` is in the store as it is on disk now, which a
   // read-only Store, whose view is the store when it opened, can't tell by
@@ -148,8 +166,15 @@ class StoreImpl final : public Store {
   void EndSave(const std::string& id, bool claimed_id);
 
   // The committed checkpoint `id`, pinned; NotFound (saying whether a save
-  // of it was begun but never committed) if there is none.
-  Result<CommittedCheckpoint> LookupCommitted(const std::string& id);
+  // of it was begun but never committed) if there is none. Its referenced
+  // column families' handles are in `sources` (one that is missing is
+  // left out: reading a piece there fails then). With `pin_for_save`, its
+  // column family and those it references are also pinned against drops
+  // (Delete, overwrite, GC) until UnpinColumnFamilies: what an incremental
+  // save based on it may reference; their names are appended to it.
+  Result<CommittedCheckpoint> LookupCommitted(
+      const std::string& id, std::vector<std::string>* pin_for_save = nullptr);
+  void UnpinColumnFamilies(const std::vector<std::string>& names);
 
   // Creates a fresh column family, ingests the files into it in one
   // IngestExternalFiles call, then writes the metadata key and the catalog
@@ -204,8 +229,23 @@ class StoreImpl final : public Store {
                                    const std::string& context,
                                    const std::string& cf_name);
   Status CheckWritableLocked(std::string_view what) const;
+  // A checkpoint's commit: its metadata value in column family `cf` and
+  // its catalog entry `info`, in one synced WriteBatch.
+  rocksdb::Status WriteMetadataAndEntryLocked(rocksdb::ColumnFamilyHandle* cf,
+                                              std::string_view metadata_value,
+                                              const CheckpointInfo& info);
   // Drops column family `name`; one that is not dropped stays in cfs_.
   Status DropColumnFamilyLocked(const std::string& name);
+  // The column families that must stay: each sound catalog entry's own and
+  // those it references, and those pinned by saves in progress.
+  // Corruption if a catalog entry is damaged: what it named is unknown.
+  Result<std::set<std::string>> KeptColumnFamiliesLocked();
+  // Drops each of `candidates` that is not kept; leaves them all to GC if
+  // the catalog can't tell (errors are GC's too).
+  void DropUnkeptLocked(const std::vector<std::string>& candidates);
+  // Fills stored_bytes and freed_by_delete of the sound entries of
+  // `catalog` (the whole catalog).
+  void AccountLocked(std::map<std::string, CheckpointInfo>& catalog);
   Result<std::map<std::string, CheckpointInfo>> ReadCatalog();
 
   const std::string path_;
@@ -225,6 +265,9 @@ class StoreImpl final : public Store {
   std::mutex mu_;  // Guards the members below, and serialises commits.
   std::map<std::string, std::shared_ptr<rocksdb::ColumnFamilyHandle>> cfs_;
   std::set<std::string> saving_ids_;
+  // Column families that saves in progress may reference (their bases'),
+  // once per save: never dropped while here.
+  std::multiset<std::string> pinned_cfs_;
   // Column families whose creation failed half-way without a handle: they
   // may exist, so their names are not given out again; GC drops them once
   // the store reopens (and opens a handle on them).

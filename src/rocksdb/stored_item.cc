@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <variant>
 
+#include "format/checksum.h"
 #include "format/metadata_codec.h"
+#include "keys/keys.h"
 #include "rocksdb/rocksdb_status.h"
 #include "util/text.h"
 
@@ -86,29 +88,54 @@ Result<uint64_t> StoredItemBytes(const Metadata& metadata,
   return item->info.length;
 }
 
-Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes) {
+Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes,
+                        const CommittedCheckpoint::Sources& sources) {
   // In 128 bits: a forged entry's length and piece count are any uint64.
   unsigned __int128 payload = 0;
   unsigned __int128 pieces = 0;
   const MetadataIndex* largest = nullptr;
   format::StorageInfo largest_info;
+  // Payload referenced in each other column family.
+  std::map<std::string_view, unsigned __int128> referenced;
   for (const auto& [index, value] : metadata.storage_data) {
     Result<format::StorageInfo> info = format::DecodeStorageInfo(value);
     if (!info.ok()) continue;
-    payload += info->length;
     pieces += info->num_pieces;
+    unsigned __int128 own = info->length;
+    for (uint32_t p = 0; p < info->piece_sources.size(); ++p) {
+      if (info->piece_sources[p] == 0) continue;
+      const uint64_t offset = uint64_t{p} * info->piece_bytes;
+      const uint64_t length =
+          std::min(info->piece_bytes, info->length - offset);
+      own -= length;
+      // The name outlives `info`: the source's map key holds it.
+      auto source = sources.find(*info->SourceOf(p));
+      if (source == sources.end()) continue;  // A read of it fails.
+      referenced[source->first] += length;
+    }
+    payload += own;
     if (largest == nullptr || info->length > largest_info.length) {
       largest = &index;
-      largest_info = *info;
+      largest_info = std::move(info).value();
+    }
+  }
+  auto text = [](unsigned __int128 n) {
+    return n > UINT64_MAX ? std::string("over 2^64")
+                          : std::to_string(static_cast<uint64_t>(n));
+  };
+  for (const auto& [name, bytes] : referenced) {
+    const uint64_t there = sources.find(name)->second.stored_bytes;
+    if (bytes > there) {
+      return Status::Corruption("its metadata claims " + text(bytes) +
+                                " bytes of pieces in column family " +
+                                Quote(name) + ", which holds only " +
+                                std::to_string(there) +
+                                " bytes: it is forged or damaged");
     }
   }
   const unsigned __int128 needed =
       std::max(payload, pieces * format::kMinStoredPieceBytes);
   if (needed <= stored_bytes) return Status::OK();
-  auto text = [](unsigned __int128 n) {
-    return n > UINT64_MAX ? std::string("over 2^64")
-                          : std::to_string(static_cast<uint64_t>(n));
-  };
   return Status::Corruption(
       "its metadata claims " + text(payload) + " bytes in " + text(pieces) +
       " pieces (item " + Quote(largest->ToString()) + " alone " +
@@ -116,6 +143,34 @@ Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes) {
       std::to_string(largest_info.num_pieces) +
       " pieces), but the checkpoint holds only " +
       std::to_string(stored_bytes) + " bytes: it is forged or damaged");
+}
+
+Result<Metadata> ReadCheckpointMetadata(StoreImpl& store,
+                                        const CommittedCheckpoint& c) {
+  std::string value;
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  rocksdb::Status s = store.db()->Get(
+      ro, c.cf.get(),
+      rocksdb::Slice(keys::kMetadataKey.data(), keys::kMetadataKey.size()),
+      &value);
+  if (s.IsNotFound()) {
+    return Status::Corruption("the catalog lists it but its metadata key " +
+                              std::string(keys::kMetadataKey) + " is missing");
+  }
+  if (!s.ok()) return FromRocksDB(s, "reading metadata");
+  const uint64_t sum = format::Xxh3(value);
+  if (sum != c.info.metadata_checksum) {
+    return Status::Corruption("metadata checksum mismatch (catalog records " +
+                              std::to_string(c.info.metadata_checksum) +
+                              ", value hashes to " + std::to_string(sum) + ")");
+  }
+  // It says "metadata: " when it fails.
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      Metadata metadata, format::DecodeMetadata(value, {PieceBytes(c, value)}));
+  ROCKSDCP_RETURN_IF_ERROR(
+      CheckStorageFits(metadata, PieceBytes(c, value), c.sources));
+  return metadata;
 }
 
 Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
@@ -163,6 +218,73 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
         std::to_string(offset) + "+" + std::to_string(length) + ")");
   }
   return Status::OK();
+}
+
+}  // namespace rocksdcp
+
+namespace rocksdcp {
+
+Status VerifyPieceOrReference(StoreImpl& store, const CommittedCheckpoint& c,
+                              const rocksdb::ReadOptions& ro,
+                              const rocksdb::Status& s, std::string_view value,
+                              std::string_view key, const MetadataIndex& index,
+                              const StoredItem& item, uint32_t p,
+                              rocksdb::PinnableSlice* target,
+                              format::DecodedPiece* out) {
+  const std::string* source = item.info.SourceOf(p);
+  if (!s.ok() || !format::IsPieceRef(value)) {
+    // The piece itself. Where the metadata says another column family
+    // holds it, a Materialize put it here (and was cut short before it
+    // rewrote the metadata): it verifies under its key all the same.
+    return VerifyPieceValue(s, value, key, index, item, p, out);
+  }
+  ROCKSDCP_ASSIGN_OR_RETURN(format::PieceRef ref,
+                            format::DecodePieceRef(value));
+  if (source == nullptr) {
+    return Status::Corruption(
+        "key " + Quote(key) + " holds a reference to column family " +
+        Quote(ref.column_family) +
+        ", but the metadata says the checkpoint holds the piece itself");
+  }
+  if (ref.column_family != *source) {
+    return Status::Corruption("the piece's reference names column family " +
+                              Quote(ref.column_family) +
+                              ", but the metadata says " + Quote(*source) +
+                              " holds it");
+  }
+  if (ref.key != key) {
+    return Status::Corruption("the piece's reference names key " +
+                              Quote(ref.key) + ", not its own");
+  }
+  const uint64_t offset = uint64_t{p} * item.info.piece_bytes;
+  const uint64_t length =
+      std::min(item.info.piece_bytes, item.info.length - offset);
+  if (ref.byte_length != length || ref.hash != item.info.piece_hashes[p]) {
+    return Status::Corruption("the piece's reference records " +
+                              std::to_string(ref.byte_length) +
+                              " bytes and a hash other than the metadata's " +
+                              std::to_string(length) + " bytes and hash");
+  }
+  auto held = c.sources.find(ref.column_family);
+  if (held == c.sources.end()) {
+    return Status::Corruption("the piece is a reference to column family " +
+                              Quote(ref.column_family) +
+                              ", which the store does not hold");
+  }
+  target->Reset();
+  const rocksdb::Status got =
+      store.db()->Get(ro, held->second.cf.get(), key, target);
+  const std::string_view there(target->data(), target->size());
+  if (got.ok() && format::IsPieceRef(there)) {
+    return Status::Corruption(
+        "the piece is a reference to column family " +
+        Quote(ref.column_family) +
+        ", which holds another reference there: references are one level "
+        "deep");
+  }
+  return VerifyPieceValue(got, there, key, index, item, p, out)
+      .WithContext("in column family " + Quote(ref.column_family) +
+                   ", which it references");
 }
 
 }  // namespace rocksdcp

@@ -4,6 +4,8 @@
 #ifndef ROCKSDCP_SRC_ROCKSDB_STORED_ITEM_H_
 #define ROCKSDCP_SRC_ROCKSDB_STORED_ITEM_H_
 
+#include <rocksdb/options.h>
+#include <rocksdb/slice.h>
 #include <rocksdb/status.h>
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 
 #include "format/catalog_codec.h"
 #include "format/piece_codec.h"
+#include "rocksdb/store_impl.h"
 #include "rocksdcp/metadata.h"
 #include "rocksdcp/status.h"
 #include "rocksdcp/tensor.h"
@@ -59,13 +62,23 @@ Result<StoredItem> LookupStoredItem(
     format::PieceHashes hashes = format::PieceHashes::kSkip);
 // Corruption unless what the storage entries of `metadata` claim fits in
 // the `stored_bytes` the checkpoint really holds: their payload (the sum of
-// their lengths; pieces store their bytes as they are) and
-// format::kMinStoredPieceBytes per piece. Names the entry claiming the
+// their lengths, but for pieces held elsewhere; pieces store their bytes
+// as they are) and format::kMinStoredPieceBytes per piece (a reference
+// takes more); and the payload referenced in each of `sources` fits in
+// what that column family holds. Names the entry claiming the
 // most. Checked before a load or Verify allocates or reads anything for
 // an item, so forged lengths and piece counts can't make either take
 // memory or time out of proportion to the store. Entries whose storage
 // info does not decode are left to LookupStoredItem.
-Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes);
+Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes,
+                        const CommittedCheckpoint::Sources& sources);
+
+// Reads the metadata of committed checkpoint `c` and checks it as a load
+// does: there, matching the catalog's checksum, decoding within the limits
+// of what `c` stores, and fitting it (CheckStorageFits). Corruption
+// without context otherwise.
+Result<Metadata> ReadCheckpointMetadata(StoreImpl& store,
+                                        const CommittedCheckpoint& c);
 
 // Verifies what a Get or MultiGet of piece `p` of `item` (at `key`)
 // returned: that it is there, DecodePiece's checks (the FlatBuffers
@@ -75,6 +88,23 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
                         std::string_view key, const MetadataIndex& index,
                         const StoredItem& item, uint32_t p,
                         format::DecodedPiece* out);
+
+// As VerifyPieceValue, for a checkpoint whose pieces may be references
+// (incremental saves): when `value` is a PieceRef, checks it against the
+// metadata (the column family the item's storage info names for piece
+// `p`, the key, the length and the XXH3-128), fetches the piece it names
+// from that column family into `target` with `ro`, and verifies that as
+// VerifyPieceValue does; a reference to a reference is refused. `out`
+// then points into `target`. Load trusts that a column family's piece at
+// a key never changes (names are never reused while referenced); Verify
+// also hashes the payload.
+Status VerifyPieceOrReference(StoreImpl& store, const CommittedCheckpoint& c,
+                              const rocksdb::ReadOptions& ro,
+                              const rocksdb::Status& s, std::string_view value,
+                              std::string_view key, const MetadataIndex& index,
+                              const StoredItem& item, uint32_t p,
+                              rocksdb::PinnableSlice* target,
+                              format::DecodedPiece* out);
 
 }  // namespace rocksdcp
 

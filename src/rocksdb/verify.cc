@@ -337,7 +337,8 @@ class StoreVerifier {
     }
     // Claims that don't fit are not checked piece by piece: that would
     // take time in proportion to the claim, not to the store.
-    if (Status fits = CheckStorageFits(*decoded, PieceBytes(c, value));
+    if (Status fits =
+            CheckStorageFits(*decoded, PieceBytes(c, value), c.sources);
         !fits.ok()) {
       Problem(std::nullopt, std::nullopt, fits.WithContext(Where()));
       return Status::OK();
@@ -378,9 +379,9 @@ class StoreVerifier {
         return FromRocksDB(s, PieceWhere(index, stored, p));
       }
       format::DecodedPiece piece;
-      Status verified =
-          VerifyPieceValue(s, std::string_view(value_.data(), value_.size()),
-                           key_, index, stored, p, &piece);
+      Status verified = VerifyPieceOrReference(
+          *store_, c, ro, s, std::string_view(value_.data(), value_.size()),
+          key_, index, stored, p, &referenced_, &piece);
       if (!verified.ok()) {
         // A file that is gone reads as an I/O error; here it is damage.
         Problem(
@@ -421,6 +422,7 @@ class StoreVerifier {
   // Reused for every piece: one piece's block is held at a time.
   std::string key_;
   rocksdb::PinnableSlice value_;
+  rocksdb::PinnableSlice referenced_;
 };
 
 }  // namespace

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "format/catalog_codec.h"
 #include "format/checksum.h"
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
 #include "rocksdb/store_impl.h"
+#include "rocksdb/stored_item.h"
 #include "util/ready_future.h"
 #include "util/text.h"
 
@@ -65,6 +68,13 @@ std::string RocksDBStorageWriterImpl::Where() const {
 }
 
 void RocksDBStorageWriterImpl::Abandon() {
+  if (!pinned_.empty()) {
+    store_->UnpinColumnFamilies(pinned_);
+    pinned_.clear();
+  }
+  base_id_.clear();
+  base_cf_.clear();
+  base_metadata_.reset();
   if (registered_) {
     store_->EndSave(checkpoint_id_, is_coordinator_);
     registered_ = false;
@@ -129,6 +139,9 @@ Status RocksDBStorageWriterImpl::SetUpStorageWriter(bool is_coordinator,
       }
     }
   }
+  if (is_coordinator_ && pinned_.empty()) {
+    ROCKSDCP_RETURN_IF_ERROR(SetUpBase());
+  }
   if (!staging_lock_) {
     // Lock first, then create: GC never sees the directory unlocked. The
     // name is fresh, so only GC can hold it, for a moment: wait it out.
@@ -146,6 +159,75 @@ Status RocksDBStorageWriterImpl::SetUpStorageWriter(bool is_coordinator,
   return Status::OK();
 }
 
+Status RocksDBStorageWriterImpl::SetUpBase() {
+  std::string base = options_.base;
+  if (options_.base_on_newest) {
+    ROCKSDCP_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, store_->List());
+    const CheckpointInfo* newest = nullptr;
+    for (const CheckpointInfo& c : all) {
+      if (!c.damage.empty()) continue;
+      if (newest == nullptr ||
+          std::tie(c.created_unix_micros, c.id) >
+              std::tie(newest->created_unix_micros, newest->id)) {
+        newest = &c;
+      }
+    }
+    if (newest == nullptr) return Status::OK();  // A full save.
+    base = newest->id;
+  }
+  if (base.empty()) return Status::OK();
+  auto c = store_->LookupCommitted(base, &pinned_);
+  if (!c.ok()) {
+    return c.status().WithContext(Where() + ": base checkpoint " + Quote(base));
+  }
+  auto metadata = ReadCheckpointMetadata(*store_, *c);
+  if (!metadata.ok()) {
+    return metadata.status().WithContext(Where() + ": base checkpoint " +
+                                         Quote(base));
+  }
+  base_id_ = base;
+  base_cf_ = c->info.column_family;
+  base_metadata_ = std::move(metadata).value();
+  return Status::OK();
+}
+
+std::map<MetadataIndex, format::StorageInfo>
+RocksDBStorageWriterImpl::BaseItemsFor(const SavePlan& plan) {
+  std::map<MetadataIndex, format::StorageInfo> out;
+  ChunkFinder chunks;
+  for (const WriteItem& item : plan.items) {
+    const bool tensor = item.type != WriteItemType::kByteIO;
+    auto stored = LookupStoredItem(*base_metadata_, item.index, tensor, chunks,
+                                   format::PieceHashes::kRead);
+    // Not in the base, or not comparable: written whole.
+    if (!stored.ok() || stored->info.piece_hashes.empty()) continue;
+    if (tensor && (!item.tensor_data ||
+                   stored->dtype != item.tensor_data->properties.dtype ||
+                   stored->chunk_sizes != item.tensor_data->chunk.sizes)) {
+      continue;
+    }
+    format::StorageInfo& info = stored->info;
+    // Every piece's source by name: the base's own column family, or the
+    // one it references, if pinned (forged metadata may name any).
+    std::vector<std::string> sources;
+    std::vector<uint32_t> piece_sources(info.num_pieces);
+    bool pinned = true;
+    for (uint32_t p = 0; p < info.num_pieces && pinned; ++p) {
+      const std::string* src = info.SourceOf(p);
+      const std::string& name = src == nullptr ? base_cf_ : *src;
+      pinned = std::find(pinned_.begin(), pinned_.end(), name) != pinned_.end();
+      auto at = std::find(sources.begin(), sources.end(), name);
+      if (at == sources.end()) at = sources.insert(sources.end(), name);
+      piece_sources[p] = static_cast<uint32_t>(at - sources.begin()) + 1;
+    }
+    if (!pinned) continue;
+    info.sources = std::move(sources);
+    info.piece_sources = std::move(piece_sources);
+    out.emplace(item.index, std::move(info));
+  }
+  return out;
+}
+
 Result<SavePlan> RocksDBStorageWriterImpl::PrepareLocalPlan(SavePlan plan) {
   return plan;
 }
@@ -153,10 +235,23 @@ Result<SavePlan> RocksDBStorageWriterImpl::PrepareLocalPlan(SavePlan plan) {
 Result<std::vector<SavePlan>> RocksDBStorageWriterImpl::PrepareGlobalPlan(
     std::vector<SavePlan> plans) {
   // As DCP's FileSystemWriter does with its file prefixes: each rank's plan
-  // names the prefix of that rank's staging files.
+  // names the prefix of that rank's staging files. In an incremental save,
+  // it also carries the base's piece hashes of the items the rank writes:
+  // followers open no RocksDB.
   for (size_t i = 0; i < plans.size(); ++i) {
-    plans[i].storage_data = "rank" + std::to_string(i);
+    const std::string prefix = "rank" + std::to_string(i);
+    if (!base_metadata_) {
+      plans[i].storage_data = prefix;
+      continue;
+    }
+    format::RankPlan rank;
+    rank.file_prefix = prefix;
+    rank.base_checkpoint_id = base_id_;
+    rank.base_items = BaseItemsFor(plans[i]);
+    plans[i].storage_data = format::EncodeRankPlan(rank);
   }
+  // Planned: the base's metadata is not needed any more (its pins are).
+  base_metadata_.reset();
   return plans;
 }
 
@@ -188,6 +283,7 @@ Status RocksDBStorageWriterImpl::Finish(
   // Each file's smallest and largest key: an item's pieces are adjacent,
   // in piece order.
   std::map<std::string, std::pair<std::string, std::string>> files;
+  std::set<std::string> referenced;
   metadata->storage_data.clear();
   const std::string staging_prefix = store_->staging_root() + "/";
   for (const auto& rank_results : results) {
@@ -215,6 +311,23 @@ Status RocksDBStorageWriterImpl::Finish(
         range->second.second = std::max(range->second.second, last);
       }
       info->file.clear();
+      // An incremental save's references: only to what its base pinned.
+      for (const std::string& source : info->sources) {
+        if (std::find(pinned_.begin(), pinned_.end(), source) ==
+            pinned_.end()) {
+          return Status::InvalidArgument(
+              Where() + ": item " + Quote(r.index.ToString()) +
+              " references column family " + Quote(source) +
+              ", which is not the save's base or one the base references");
+        }
+        referenced.insert(source);
+      }
+      for (uint32_t p = 0; p < info->piece_sources.size(); ++p) {
+        if (info->piece_sources[p] == 0) continue;
+        const uint64_t offset = uint64_t{p} * info->piece_bytes;
+        request.info.referenced_bytes +=
+            std::min(info->piece_bytes, info->length - offset);
+      }
       auto [it, inserted] = metadata->storage_data.emplace(
           r.index, format::EncodeStorageInfo(*info));
       if (!inserted) {
@@ -226,6 +339,8 @@ Status RocksDBStorageWriterImpl::Finish(
       ++request.info.items;
     }
   }
+  request.info.referenced_column_families.assign(referenced.begin(),
+                                                 referenced.end());
   metadata->storage_meta = GetStorageMeta();
   ROCKSDCP_RETURN_IF_ERROR(
       format::CheckMetadataFits(*metadata).WithContext(Where()));
@@ -236,8 +351,10 @@ Status RocksDBStorageWriterImpl::Finish(
   request.metadata_value = format::EncodeMetadata(*metadata);
   request.info.metadata_checksum = format::Xxh3(request.metadata_value);
 
+  request.pinned = pinned_;
   auto committed = store_->Commit(std::move(request));
   if (!committed.ok()) return committed.status().WithContext(Where());
+  pinned_.clear();  // Commit released them.
   Abandon();  // Committed: release the id and remove the emptied staging dir.
   has_id_ = false;
   return Status::OK();

@@ -12,12 +12,14 @@
 #define ROCKSDCP_SRC_ROCKSDB_WRITER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "format/catalog_codec.h"
 #include "format/piece_codec.h"
 #include "rocksdcp/rocksdb_store.h"
 #include "util/file_lock.h"
@@ -71,8 +73,17 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   // A piece encoder from the pool (or a new one), and back.
   std::unique_ptr<format::PieceEncoder> TakeEncoder();
   void ReturnEncoder(std::unique_ptr<format::PieceEncoder> encoder);
-  // Forgets the current save: releases the id and removes staging files.
+  // Forgets the current save: releases the id and the base, and removes
+  // staging files.
   void Abandon();
+  // On the coordinator of an incremental save: finds the base, pins it
+  // and what it references, and reads its metadata.
+  Status SetUpBase();
+  // The base's storage info of the items of `plan` that it has with the
+  // same kind, dtype and chunk shape and piece hashes, each piece's source
+  // named (see format::RankPlan).
+  std::map<MetadataIndex, format::StorageInfo> BaseItemsFor(
+      const SavePlan& plan);
   std::string Where() const;
 
   StoreImpl* const store_;
@@ -90,6 +101,14 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   bool is_coordinator_ = false;
   int rank_ = 0;
   int world_size_ = 1;
+
+  // An incremental save's base, on the coordinator: its id and column
+  // family, its metadata (until PrepareGlobalPlan has used it), and the
+  // column families pinned for the save (see StoreImpl::LookupCommitted).
+  std::string base_id_;
+  std::string base_cf_;
+  std::optional<Metadata> base_metadata_;
+  std::vector<std::string> pinned_;
 
   // Spare piece encoders, one per writer thread that has finished: reused
   // across pieces and saves (with reuse_buffers), so that encoding touches

@@ -118,6 +118,9 @@ struct RocksDBStorageWriterImpl::Job {
   rocksdb::EnvOptions env_options;
   // results[i] is order[i]'s; each thread fills those of its run.
   std::vector<WriteResult> results;
+  // An incremental save's base: its storage info of the items this rank
+  // writes, every piece's source named.
+  std::map<MetadataIndex, format::StorageInfo> base;
   // Set by the first thread that fails; the others stop at their next
   // piece.
   std::atomic<bool> failed{false};
@@ -148,6 +151,15 @@ Status RocksDBStorageWriterImpl::ValidateOptions(
     return Status::InvalidArgument(
         "writable_file_max_buffer_size must be in [4 KiB, 1 GiB], got " +
         std::to_string(options.writable_file_max_buffer_size));
+  }
+  if (options.base_on_newest && !options.base.empty()) {
+    return Status::InvalidArgument(
+        "base names checkpoint " + Quote(options.base) +
+        " and base_on_newest asks for the newest: set one of them");
+  }
+  if (!options.base.empty()) {
+    ROCKSDCP_RETURN_IF_ERROR(
+        ValidateCheckpointId(options.base).WithContext("base checkpoint"));
   }
   const uint64_t need = ThreadMemory(options, options.max_piece_bytes);
   if (options.memory_budget < need) {
@@ -239,8 +251,22 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   for (const WriteItem& item : plan.items) {
     job.progress.bytes_total += item.TensorStorageSize();
   }
-  job.prefix = plan.storage_data.empty() ? "rank" + std::to_string(rank_)
-                                         : plan.storage_data;
+  if (format::IsRankPlan(plan.storage_data)) {
+    auto rank_plan = format::DecodeRankPlan(plan.storage_data);
+    if (!rank_plan.ok()) {
+      return rank_plan.status().WithContext(Where() + ": the plan of rank " +
+                                            std::to_string(rank_));
+    }
+    job.prefix = std::move(rank_plan->file_prefix);
+    job.base = std::move(rank_plan->base_items);
+  } else {
+    job.prefix = plan.storage_data;
+  }
+  if (job.prefix.empty()) job.prefix = "rank" + std::to_string(rank_);
+  if (job.prefix.find('/') != std::string::npos || job.prefix == "..") {
+    return Status::InvalidArgument(Where() + ": the plan's file prefix " +
+                                   Quote(job.prefix) + " is not a file name");
+  }
   job.sst_options = CheckpointColumnFamilyOptions();
   job.sst_options.env = store_->env();
   job.env_options.use_direct_writes = options_.use_direct_writes;
@@ -269,14 +295,12 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   auto write_run = [this, &job, &bounds, &files](size_t r) {
     size_t at = bounds[r];
     try {
-      WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r], &at)
-          .IgnoreError();
+      WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r], &at).IgnoreError();
     } catch (const std::bad_alloc&) {
       std::lock_guard<std::mutex> lock(job.mu);
       if (!job.failed.exchange(true)) {
         job.error = Status::ResourceExhausted(
-            Where() + ", item " +
-            Quote(job.order[at].item->index.ToString()) +
+            Where() + ", item " + Quote(job.order[at].item->index.ToString()) +
             ": out of memory writing it");
       }
     }
@@ -443,6 +467,30 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
       if (Status s = open_file(); !s.ok()) return fail(s.WithContext(what()));
     }
     info.piece_hashes.resize(header.num_pieces);
+    info.sources.clear();
+    info.piece_sources.clear();
+    // In an incremental save, the base's item, if its pieces are cut as
+    // this one's: then a piece that hashes as the base's is a reference.
+    const format::StorageInfo* base = nullptr;
+    if (!job->base.empty()) {
+      auto b = job->base.find(item.index);
+      if (b != job->base.end() && b->second.kind == header.kind &&
+          b->second.length == total && b->second.piece_bytes == piece_bytes &&
+          b->second.num_pieces == header.num_pieces &&
+          b->second.piece_hashes.size() == header.num_pieces &&
+          b->second.piece_sources.size() == header.num_pieces) {
+        base = &b->second;
+        info.piece_sources.assign(header.num_pieces, 0);
+      }
+    }
+    // The payload of piece p in place, when the state dict holds it so.
+    auto payload_in_place = [&](uint64_t offset) -> const uint8_t* {
+      if (view == nullptr) {
+        return reinterpret_cast<const uint8_t*>(bytes.data()) + offset;
+      }
+      if (!view->IsContiguous()) return nullptr;
+      return static_cast<const uint8_t*>(view->data) + offset;
+    };
     for (uint32_t p = 0; p < header.num_pieces; ++p) {
       if (p > 0 && job->failed.load(std::memory_order_relaxed)) {
         return Status::Aborted("another writer thread failed");
@@ -450,25 +498,54 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
       header.piece = p;
       header.byte_offset = p * piece_bytes;
       header.byte_length = std::min(piece_bytes, total - header.byte_offset);
-      // Without reuse, a fresh encoder (and buffer) per piece: the cost
-      // that reuse_buffers exists to show.
-      if (!options_.reuse_buffers) {
-        encoder = std::make_unique<format::PieceEncoder>();
-      }
       const std::string key = keys::PieceKey(item.index, p);
-      std::string_view value = encoder->Encode(
-          header, key,
-          [&](uint8_t* dst) {
-            if (view != nullptr) {
-              const uint64_t elem = DTypeSize(view->dtype);
-              util::GatherElements(*view, header.byte_offset / elem,
-                                   header.byte_length / elem, dst);
-            } else if (header.byte_length > 0) {
-              std::memcpy(dst, bytes.data() + header.byte_offset,
-                          header.byte_length);
-            }
-          },
-          &info.piece_hashes[p]);
+      std::string_view value;
+      std::string ref_value;
+      // Hashed in place before anything is copied: an unchanged piece is
+      // read once, and a changed one is hashed here rather than in Encode.
+      const uint8_t* in_place = base == nullptr || header.byte_length == 0
+                                    ? nullptr
+                                    : payload_in_place(header.byte_offset);
+      bool hashed = false;
+      if (in_place != nullptr) {
+        info.piece_hashes[p] = format::Xxh3_128(in_place, header.byte_length);
+        hashed = true;
+      }
+      if (!hashed || info.piece_hashes[p] != base->piece_hashes[p]) {
+        // Without reuse, a fresh encoder (and buffer) per piece: the cost
+        // that reuse_buffers exists to show.
+        if (!options_.reuse_buffers) {
+          encoder = std::make_unique<format::PieceEncoder>();
+        }
+        value = encoder->Encode(
+            header, key,
+            [&](uint8_t* dst) {
+              if (view != nullptr) {
+                const uint64_t elem = DTypeSize(view->dtype);
+                util::GatherElements(*view, header.byte_offset / elem,
+                                     header.byte_length / elem, dst);
+              } else if (header.byte_length > 0) {
+                std::memcpy(dst, bytes.data() + header.byte_offset,
+                            header.byte_length);
+              }
+            },
+            hashed ? nullptr : &info.piece_hashes[p]);
+      }
+      if (base != nullptr && header.byte_length > 0 &&
+          info.piece_hashes[p] == base->piece_hashes[p]) {
+        // Identical to the base's piece: a reference to where it is.
+        const uint32_t src = base->piece_sources[p];
+        const std::string& name = base->sources[src - 1];
+        auto at = std::find(info.sources.begin(), info.sources.end(), name);
+        if (at == info.sources.end()) {
+          at = info.sources.insert(info.sources.end(), name);
+        }
+        info.piece_sources[p] =
+            static_cast<uint32_t>(at - info.sources.begin()) + 1;
+        ref_value = format::EncodePieceRef(
+            {name, key, header.byte_length, info.piece_hashes[p]});
+        value = ref_value;
+      }
       rocksdb::Status s =
           sst->Put(key, rocksdb::Slice(value.data(), value.size()));
       if (!s.ok()) {
@@ -486,6 +563,7 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
         options_.progress(job->progress);
       }
     }
+    if (info.sources.empty()) info.piece_sources.clear();
     if (!options_.reuse_buffers) encoder.reset();
 
     info.kind = header.kind;

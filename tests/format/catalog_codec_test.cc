@@ -155,7 +155,7 @@ TEST(CatalogCodecTest, RejectsMissingIdOrColumnFamily) {
 }
 
 TEST(CatalogCodecTest, RejectsOtherFormatVersions) {
-  for (uint16_t version : {0, 2}) {
+  for (uint16_t version : {0, 3}) {
     RawEntry raw;
     raw.format_version = version;
     EXPECT_THAT(DecodeCatalogEntry(raw.Build()),
@@ -231,9 +231,13 @@ TEST(StorageInfoCodecTest, RejectsUnknownKindAndFormatVersion) {
   EXPECT_THAT(
       DecodeStorageInfo(RawStorageInfo(1, 2, 8, 2, 4)),
       StatusIs(StatusCode::kCorruption, HasSubstr("unknown item kind 2")));
+  EXPECT_THAT(DecodeStorageInfo(RawStorageInfo(4, 1, 8, 2, 4)),
+              StatusIs(StatusCode::kCorruption,
+                       HasSubstr("unsupported format_version 4")));
+  // Version 3 is an item with references, which needs their sources.
   EXPECT_THAT(DecodeStorageInfo(RawStorageInfo(3, 1, 8, 2, 4)),
               StatusIs(StatusCode::kCorruption,
-                       HasSubstr("unsupported format_version 3")));
+                       HasSubstr("version 3 needs piece sources and hashes")));
 }
 
 // Version 1 (before pieces were bound to their keys) is still read, and

@@ -253,8 +253,8 @@ std::vector<HostileCase> MakeCases() {
                                    WithIdentifier(f.CatalogValue(), "RDCM"));
                }});
   c.push_back({"catalog_future_format_version", "catalog",
-               "the victim's catalog entry has format_version 2",
-               EditCatalog([](FCatalog& e) { e.format_version = 2; })});
+               "the victim's catalog entry has format_version 3",
+               EditCatalog([](FCatalog& e) { e.format_version = 3; })});
   c.push_back({"catalog_unknown_state", "catalog",
                "the victim's catalog entry has state 9",
                EditCatalog([](FCatalog& e) { e.state = 9; })});

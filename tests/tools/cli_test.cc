@@ -191,8 +191,10 @@ TEST_F(CliTest, InfoColumnsFitTheirWidestCell) {
   CliRun r = Run({"info", store_path(), "ck"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines = Lines(r.out);
-  ASSERT_EQ(lines.size(), 5u) << r.out;  // The checkpoint, titles, 3 items.
-  lines.erase(lines.begin());
+  // The checkpoint, where its bytes are, titles, 3 items.
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  EXPECT_THAT(lines[1], HasSubstr("in column family ck; 0 B referenced"));
+  lines.erase(lines.begin(), lines.begin() + 2);
   EXPECT_THAT(
       AlignedRows(lines, {false, false, false, true, true}),
       ElementsAre(ElementsAre("b", "bfloat16", "[3]", "1", "6"),
@@ -206,12 +208,14 @@ TEST_F(CliTest, LsColumnsFitTheirWidestCell) {
   CloseStore();
   CliRun r = Run({"ls", store_path()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto rows =
-      AlignedRows(Lines(r.out), {false, false, false, true, true, true});
+  const auto rows = AlignedRows(
+      Lines(r.out), {false, false, false, true, true, true, true, true, true});
   ASSERT_EQ(rows.size(), 2u) << r.out;
   EXPECT_EQ(rows[1][0], "checkpoint-of-a-long-run-at-step-00000100");
   EXPECT_EQ(rows[1][1], "committed");
-  EXPECT_EQ(rows[1][4], "4");
+  EXPECT_EQ(rows[1][5], "0 B");       // SHARED: a full save references nothing.
+  EXPECT_EQ(rows[1][6], rows[1][4]);  // FREES: all it holds.
+  EXPECT_EQ(rows[1][7], "4");
 }
 
 // One catalog entry that does not decode: ls lists the others, marks it
@@ -236,10 +240,15 @@ TEST_F(CliTest, LsMarksADamagedEntryAndListsTheOthers) {
   CliRun text = Run({"ls", store_path()});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   const auto rows =
-      AlignedRows(Lines(text.out), {false, false, false, true, true, true});
+      AlignedRows(Lines(text.out),
+                  {false, false, false, true, true, true, true, true, true});
   ASSERT_EQ(rows.size(), 2u) << text.out;
-  EXPECT_THAT(rows[0], ElementsAre("step-100", "DAMAGED", "-", "-", "-", "-"));
+  EXPECT_THAT(rows[0], ElementsAre("step-100", "DAMAGED", "-", "-", "-", "-",
+                                   "-", "-", "-"));
   EXPECT_EQ(rows[1][1], "committed");
+  // While an entry is damaged, a delete drops no column family (the
+  // damaged one may reference it), so it frees nothing.
+  EXPECT_EQ(rows[1][6], "0 B");
   EXPECT_THAT(text.err, AllOf(HasSubstr("checkpoint 'step-100' is damaged: "),
                               HasSubstr(cks[0]["damage"].str())));
 
@@ -292,8 +301,8 @@ TEST_F(CliTest, DiffSaysWhichItemsChanged) {
 
   CliRun missing = Run({"diff", store_path(), "a", "nope"});
   EXPECT_EQ(missing.exit_code, kFailed);
-  EXPECT_THAT(missing.err, AllOf(HasSubstr("rocksdcp diff: NotFound"),
-                                 HasSubstr("'nope'")));
+  EXPECT_THAT(missing.err,
+              AllOf(HasSubstr("rocksdcp diff: NotFound"), HasSubstr("'nope'")));
 }
 
 TEST_F(CliTest, BadStoreOrIdFailsNamingIt) {
@@ -397,8 +406,8 @@ TEST_F(CliTest, VerifyListsEveryCorruptedItemAndFails) {
   CliRun text = Run({"verify", store_path()});
   EXPECT_EQ(text.exit_code, kCorrupt);
   EXPECT_THAT(text.out,
-              HasSubstr("victim: CORRUPTED (" + std::to_string(want_bad.size()) +
-                        " damaged items"));
+              HasSubstr("victim: CORRUPTED (" +
+                        std::to_string(want_bad.size()) + " damaged items"));
   EXPECT_THAT(text.out,
               AllOf(HasSubstr("good: ok"), HasSubstr("victim: CORRUPTED"),
                     HasSubstr("model.layers.0.attn.w")));
@@ -478,10 +487,9 @@ TEST_F(CliTest, ReadCommandsWorkOnALockedStoreAndWritesSaySoPlainly) {
   EXPECT_EQ(Run({"verify", store_path(), "ck"}).exit_code, 0);
 
   for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{
-           {"rm", store_path(), "ck"},
-           {"keep-last", store_path(), "0"},
-           {"gc", store_path()}}) {
+       std::vector<std::vector<std::string>>{{"rm", store_path(), "ck"},
+                                             {"keep-last", store_path(), "0"},
+                                             {"gc", store_path()}}) {
     CliRun r = Run(args);
     EXPECT_EQ(r.exit_code, kFailed) << args[0];
     EXPECT_THAT(r.err, AllOf(HasSubstr("is locked by another process"),
