@@ -313,6 +313,12 @@ FCatalog ParseCatalog(std::string_view value) {
   out.num_items = e->num_items();
   out.world_size = e->world_size();
   out.metadata_xxh3 = e->metadata_xxh3();
+  if (e->referenced_column_families() != nullptr) {
+    for (const auto* name : *e->referenced_column_families()) {
+      out.referenced_column_families.push_back(name->str());
+    }
+  }
+  out.referenced_bytes = e->referenced_bytes();
   return out;
 }
 
@@ -320,11 +326,14 @@ std::string Encode(const FCatalog& c) {
   fbs::FlatBufferBuilder fbb(256);
   const auto id = String_(fbb, c.checkpoint_id);
   const auto cf = String_(fbb, c.column_family);
+  const auto refs = c.referenced_column_families.empty()
+                        ? 0
+                        : fbb.CreateVectorOfStrings(c.referenced_column_families);
   fbb.Finish(fb::CreateCatalogEntry(
                  fbb, c.format_version, id, cf,
                  static_cast<fb::CheckpointState>(c.state),
                  c.created_unix_micros, c.total_bytes, c.num_items,
-                 c.world_size, c.metadata_xxh3),
+                 c.world_size, c.metadata_xxh3, refs, c.referenced_bytes),
              "RDCC");
   return Finished(fbb);
 }

@@ -117,6 +117,8 @@ struct FCatalog {
   uint64_t num_items = 0;
   int32_t world_size = 0;
   uint64_t metadata_xxh3 = 0;
+  std::vector<std::string> referenced_column_families;
+  uint64_t referenced_bytes = 0;
 };
 
 // fb::ChunkPiece.

@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "format/catalog_codec.h"
+
 namespace rocksdcp::hostile {
 
 namespace {
@@ -230,8 +232,112 @@ std::function<void(F&)> AddCatalogEntry(std::string key_id, std::string cf) {
   };
 }
 
+// Makes piece 1 of "w" a reference (an incremental save's) to column
+// family `cf`, consistently: `cf` holds the genuine piece under the same
+// key, the storage info of "w" (version 3) and the catalog entry (version
+// 2) name it. Then `edit` spoils it: the reference, the storage info, and
+// what `cf` holds (nullopt: `cf` is not created).
+using RefEdit = std::function<void(F&, format::PieceRef&, format::StorageInfo&,
+                                   std::optional<std::string>&)>;
+std::function<void(F&)> ForgeReference(std::string cf, RefEdit edit) {
+  return [=](F& f) {
+    FMetadata m = f.Metadata();
+    FStorage* s = m.Storage("w", kW00);
+    if (s == nullptr || !s->info) {
+      ADD_FAILURE() << "forge: no storage entry for w";
+      return;
+    }
+    auto info = format::DecodeStorageInfo(*s->info, format::PieceHashes::kRead);
+    if (!info.ok() || info->piece_hashes.size() != 3) {
+      ADD_FAILURE() << "forge: the storage info of w has no piece hashes";
+      return;
+    }
+    const uint64_t length = info->piece_bytes;
+    info->sources = {cf};
+    info->piece_sources = {0, 1, 0};
+    format::PieceRef ref{cf, kW1, length, info->piece_hashes[1]};
+    std::optional<std::string> target = f.Value(kW1);
+    edit(f, ref, *info, target);
+    s->info = format::EncodeStorageInfo(*info);
+    f.PutMetadata(m);  // And its checksum in the catalog entry.
+    FCatalog c = f.Catalog();
+    c.format_version = 2;
+    c.referenced_column_families = {cf};
+    c.referenced_bytes = length;
+    f.PutCatalog(c);
+    if (target) {
+      if (!f.raw().HasColumnFamily(cf)) f.raw().CreateColumnFamily(cf);
+      f.raw().Put(cf, kW1, *target);
+    }
+    f.PutValue(kW1, format::EncodePieceRef(ref));
+  };
+}
+
 std::vector<HostileCase> MakeCases() {
   std::vector<HostileCase> c;
+
+  // ---- References (incremental saves) ----
+  using Ref = format::PieceRef;
+  using Info = format::StorageInfo;
+  using Target = std::optional<std::string>;
+  c.push_back({"ref_sound", "harmless",
+               "piece 1 of 'w' is a sound reference to column family 'base'",
+               ForgeReference("base", [](F&, Ref&, Info&, Target&) {})});
+  c.push_back(
+      {"ref_to_missing_column_family", "piece",
+       "piece 1 of 'w' references column family 'ghost', which the "
+       "store does not have",
+       ForgeReference("ghost", [](F&, Ref&, Info&, Target& t) { t.reset(); })});
+  c.push_back({"ref_to_reference", "piece",
+               "piece 1 of 'w' references column family 'base', which holds "
+               "another reference there",
+               ForgeReference("base", [](F& f, Ref& r, Info&, Target& t) {
+                 Ref again = r;
+                 again.column_family = "victim";
+                 t = format::EncodePieceRef(again);
+                 // Enough bytes beside it for what the metadata claims.
+                 f.raw().CreateColumnFamily("base");
+                 f.raw().Put("base", kW0, f.Value(kW0));
+               })});
+  c.push_back({"ref_wrong_hash", "piece",
+               "piece 1 of 'w' references its piece with a hash other than "
+               "the storage info's",
+               ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
+                 r.hash.low ^= 1;
+               })});
+  c.push_back({"ref_wrong_size", "piece",
+               "piece 1 of 'w' references its piece with one byte more",
+               ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
+                 ++r.byte_length;
+               })});
+  c.push_back({"ref_to_other_piece", "piece",
+               "piece 1 of 'w' references column family 'base', which holds "
+               "piece 0 of 'w' under piece 1's key",
+               ForgeReference("base", [](F& f, Ref&, Info&, Target& t) {
+                 t = f.Value(kW0);
+               })});
+  c.push_back({"ref_names_other_column_family", "piece",
+               "piece 1 of 'w' references column family 'before' while the "
+               "storage info says 'base' holds it",
+               ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
+                 r.column_family = "before";
+               })});
+  c.push_back({"ref_to_catalog_column_family", "piece",
+               "piece 1 of 'w' references the catalog's column family, "
+               "'default', which holds the genuine piece under its key",
+               ForgeReference("default", [](F&, Ref&, Info&, Target&) {})});
+  // Storage info and reference agree on a hash the bytes do not have: a
+  // load trusts a column family's piece at its key (bound to it by its
+  // XXH3) and delivers the genuine bytes; verify hashes them.
+  c.push_back({"ref_both_hashes_wrong", "piece",
+               "piece 1 of 'w' and its storage info record a hash its bytes "
+               "do not have",
+               ForgeReference("base",
+                              [](F&, Ref& r, Info& i, Target&) {
+                                r.hash.high ^= 1;
+                                i.piece_hashes[1] = r.hash;
+                              }),
+               "info=0 dump=0 export=0 load=0 mirror=0"});
 
   // ================= The catalog =================
   c.push_back({"catalog_garbage_value", "catalog",

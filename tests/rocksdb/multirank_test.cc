@@ -60,8 +60,8 @@ std::vector<std::vector<Box>> Blocks(int64_t rows, int64_t cols) {
   std::vector<std::vector<Box>> out(4);
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) {
-      out[i * 2 + j].push_back({{rp[i].first, cp[j].first},
-                                {rp[i].second, cp[j].second}});
+      out[i * 2 + j].push_back(
+          {{rp[i].first, cp[j].first}, {rp[i].second, cp[j].second}});
     }
   }
   return out;
@@ -92,7 +92,8 @@ class MultiRankTest : public StoreTest {
       st.dtype = DType::kFloat32;
       st.global_size = {kRows, kCols};
       for (const Box& b : boxes) {
-        st.local_shards.push_back({b.offsets, global_.view.Narrow(b.offsets, b.sizes)});
+        st.local_shards.push_back(
+            {b.offsets, global_.view.Narrow(b.offsets, b.sizes)});
       }
       sd["w"] = st;
     }
@@ -115,8 +116,8 @@ class MultiRankTest : public StoreTest {
         return;
       }
       StateDict sd = SaveDictFor(layout[r]);
-      results[r] = Save(sd, **writer, {.checkpoint_id = id, .collective = &c})
-                       .status();
+      results[r] =
+          Save(sd, **writer, {.checkpoint_id = id, .collective = &c}).status();
     });
     for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << "rank " << r;
   }
@@ -255,6 +256,49 @@ TEST_F(MultiRankTest, FollowerStoresWriteForTheCoordinator) {
   EXPECT_THAT(gc.deleted_staging_files, IsEmpty());
 }
 
+// An incremental save over ranks in their own (follower) stores: only the
+// coordinator names the base; each follower learns the base's piece
+// hashes of its items from its plan, and references what did not change.
+TEST_F(MultiRankTest, FollowersSaveIncrementallyFromTheirPlans) {
+  const int n = 3;
+  const auto layout = Rows(kRows, kCols, n);
+  auto save = [&](const std::string& id, const std::string& base) {
+    std::vector<Status> results(n);
+    RunRanks(n, 1, [&](int r, Collective& c) {
+      std::unique_ptr<Store> own;
+      Store* store = store_.get();
+      if (r != 1) {
+        StoreOptions fo;
+        fo.follower = true;
+        auto opened = Store::Open(store_path(), fo);
+        ASSERT_OK(opened);
+        own = std::move(opened).value();
+        store = own.get();
+      }
+      RocksDBWriterOptions options;
+      options.max_piece_bytes = 16;
+      if (r == 1) options.base = base;
+      auto writer = store->NewWriter(options);
+      ASSERT_OK(writer);
+      StateDict sd = SaveDictFor(layout[r]);
+      results[r] =
+          Save(sd, **writer, {.checkpoint_id = id, .collective = &c}).status();
+    });
+    for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << "rank " << r;
+  };
+  save("a", "");
+  // The last byte of the last rank's rows (3 rows of 24 bytes, in pieces
+  // of 16): its last piece, of 8 bytes, changes.
+  global_.bytes[kRows * kCols * sizeof(float) - 1] ^= 1;
+  save("b", "a");
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo b, store_->Info("b"));
+  EXPECT_THAT(b.referenced_column_families, ::testing::ElementsAre("a"));
+  EXPECT_EQ(b.referenced_bytes, b.bytes - 8);
+  ExpectLoadsAs("b", Cols(kRows, kCols, 2));
+  ASSERT_OK(store_->Delete("a"));
+  ExpectLoadsAs("b", Whole(kRows, kCols, 1));
+}
+
 TEST_F(MultiRankTest, EveryRankGetsTheSameCommittedMetadata) {
   const int n = 3;
   std::vector<Result<Metadata>> results(n, Status::Internal("not run"));
@@ -293,7 +337,8 @@ TEST_F(MultiRankTest, EachRankReadsOnlyThePiecesItNeeds) {
   });
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(pieces[r], 4u) << "rank " << r;  // 16 rows / 4 rows a piece.
-    EXPECT_TRUE(SameTensor(dest[r].view, big.view.Narrow({16 * r, 0}, {16, 16})));
+    EXPECT_TRUE(
+        SameTensor(dest[r].view, big.view.Narrow({16 * r, 0}, {16, 16})));
   }
 }
 
