@@ -13,10 +13,13 @@
 //   u16 key length, key, u32 value length, value      (little-endian)
 //
 // A key "checkpoint/<id>" goes into the catalog (the default column
-// family); any other into checkpoint "victim"'s column family. Unless the
-// input has its own catalog entry for "victim", the fuzzer writes one,
-// recording the XXH3 of whatever "__metadata__" holds, so that mutated
-// metadata is read rather than refused for its checksum. A record cut
+// family); a key "\x7f<cf>\x7f<key>" goes into column family <cf> as <key>
+// (a column family an incremental checkpoint references; at most 4); any
+// other into checkpoint "victim"'s column family. Unless the input has its
+// own catalog entry for "victim", the fuzzer writes one, recording the
+// XXH3 of whatever "__metadata__" holds, so that mutated metadata is read
+// rather than refused for its checksum, and referencing every other column
+// family. A record cut
 // short ends the input.
 //
 // The seeds (corpus/store/) are the pristine victim and each case of the
@@ -34,6 +37,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -52,9 +56,14 @@ namespace {
 constexpr char kStore[] = "/fuzz/store";
 constexpr char kVictimCf[] = "victim";
 
+constexpr size_t kMaxOtherCfs = 4;
+
 struct Records {
   std::vector<std::pair<std::string, std::string>> catalog;
   std::vector<std::pair<std::string, std::string>> checkpoint;
+  // Other column families' records, by name.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>>
+      others;
 };
 
 Records Parse(const uint8_t* data, size_t size) {
@@ -79,7 +88,18 @@ Records Parse(const uint8_t* data, size_t size) {
     }
     std::string value;
     if (!take(vlen, &value)) break;
-    if (key.rfind(keys::kCatalogPrefix, 0) == 0) {
+    const size_t end = key.size() > 1 && key[0] == '\x7f'
+                           ? key.find('\x7f', 1)
+                           : std::string::npos;
+    if (end != std::string::npos) {
+      std::string cf = key.substr(1, end - 1);
+      if (cf.empty() || cf == kVictimCf ||
+          cf == rocksdb::kDefaultColumnFamilyName ||
+          (r.others.count(cf) == 0 && r.others.size() == kMaxOtherCfs)) {
+        continue;
+      }
+      r.others[cf].emplace_back(key.substr(end + 1), std::move(value));
+    } else if (key.rfind(keys::kCatalogPrefix, 0) == 0) {
       r.catalog.emplace_back(std::move(key), std::move(value));
     } else {
       r.checkpoint.emplace_back(std::move(key), std::move(value));
@@ -108,6 +128,7 @@ void WriteStore(const Records& r) {
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {kVictimCf, cf}};
+  for (const auto& [name, records] : r.others) descriptors.push_back({name, cf});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   Check(rocksdb::DB::Open(options, kStore, descriptors, &handles, &raw));
@@ -117,6 +138,13 @@ void WriteStore(const Records& r) {
   for (const auto& [key, value] : r.checkpoint) {
     Check(batch.Put(handles[1], key, value));
     if (key == keys::kMetadataKey) metadata = value;
+  }
+  size_t h = 2;
+  for (const auto& [name, records] : r.others) {
+    for (const auto& [key, value] : records) {
+      Check(batch.Put(handles[h], key, value));
+    }
+    ++h;
   }
   bool has_victim = false;
   for (const auto& [key, value] : r.catalog) {
@@ -134,6 +162,9 @@ void WriteStore(const Records& r) {
     // when the entry counts items, and opens 32 times over.
     entry.items = 0;
     entry.metadata_checksum = format::Xxh3(metadata);
+    for (const auto& [name, records] : r.others) {
+      entry.referenced_column_families.push_back(name);
+    }
     Check(batch.Put(handles[0], keys::CatalogKey(kVictimCf),
                     format::EncodeCatalogEntry(entry)));
   }

@@ -441,6 +441,12 @@ rocksdb::ColumnFamilyHandle* RawStore::Cf(const std::string& name) const {
   return handles_.front();
 }
 
+std::vector<std::string> RawStore::ColumnFamilies() const {
+  std::vector<std::string> names;
+  for (rocksdb::ColumnFamilyHandle* h : handles_) names.push_back(h->GetName());
+  return names;
+}
+
 bool RawStore::HasColumnFamily(const std::string& name) const {
   for (rocksdb::ColumnFamilyHandle* h : handles_) {
     if (h->GetName() == name) return true;

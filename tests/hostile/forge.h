@@ -174,6 +174,8 @@ class RawStore {
   // Every key of `cf`, in order.
   std::vector<std::string> Keys(const std::string& cf);
   bool HasColumnFamily(const std::string& name) const;
+  // The names of its column families, "default" among them.
+  std::vector<std::string> ColumnFamilies() const;
   void CreateColumnFamily(const std::string& name);
   void DropColumnFamily(const std::string& name);
 

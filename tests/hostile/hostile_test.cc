@@ -172,6 +172,17 @@ std::string Seed(RawStore& raw, const Forge& f) {
       AppendRecord(seed, key, raw.Get(kVictim, key).value_or(""));
     }
   }
+  // Column families of the victim's references (see
+  // fuzz/store_fuzzer.cc's input), before the catalog, which may be cut.
+  for (const std::string& cf : raw.ColumnFamilies()) {
+    if (cf == kVictim || cf == kBefore || cf == kAfter || cf == "default") {
+      continue;
+    }
+    for (const std::string& key : raw.Keys(cf)) {
+      AppendRecord(seed, "\x7f" + cf + "\x7f" + key,
+                   raw.Get(cf, key).value_or(""));
+    }
+  }
   if (f.catalog_forged()) {
     for (const std::string& key : raw.Keys("default")) {
       if (key.rfind("checkpoint/", 0) != 0 || key.size() > 0xffff) continue;

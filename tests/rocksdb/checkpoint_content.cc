@@ -25,7 +25,7 @@ std::string Tag(const std::string& id, uint64_t gen) {
 GeneratedContent Make(const std::string& id, uint64_t gen, bool zero) {
   const uint64_t seed = HashId(id) ^ (gen * 0x9e3779b97f4a7c15ull);
   GeneratedContent c;
-  c.tensors.reserve(4);  // The dict holds views into them.
+  c.tensors.reserve(6);  // The dict holds views into them.
   auto tensor = [&](DType dtype, std::vector<int64_t> sizes, uint64_t salt) {
     c.tensors.push_back(
         zero ? ZeroTensor(dtype, std::move(sizes))
@@ -46,7 +46,14 @@ GeneratedContent Make(const std::string& id, uint64_t gen, bool zero) {
       {{cut, 0}, whole.Narrow({cut, 0}, {rows - cut, 20})});
   c.dict["model.sharded"] = std::move(sharded);
 
-  c.dict["model.bias"] = tensor(DType::kFloat32, {50}, 3);
+  // The same in every checkpoint of an id, and one of every checkpoint,
+  // so that incremental saves find pieces to reference.
+  c.tensors.push_back(zero ? ZeroTensor(DType::kFloat32, {50})
+                           : RandomTensor(DType::kFloat32, {50}, HashId(id)));
+  c.dict["model.bias"] = c.tensors.back().view;
+  c.tensors.push_back(zero ? ZeroTensor(DType::kFloat32, {16, 32})
+                           : RandomTensor(DType::kFloat32, {16, 32}, 7));
+  c.dict["model.frozen"] = c.tensors.back().view;
   c.dict["step"] = tensor(DType::kInt64, {}, 4);
   const size_t state_bytes = 1500 + (seed >> 24) % 1000;
   c.dict["optimizer/state"] = zero ? std::string(state_bytes, '\0')

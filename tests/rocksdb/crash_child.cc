@@ -10,7 +10,8 @@
 //
 // It tells its parent what it does on stdout, one line each, written
 // before the next step begins:
-//   B <op> [<id> [<gen>]]   an operation begins (op: save, delete, gc, open)
+//   B <op> [<id> [<gen>]]   an operation begins (op: save, delete,
+//                           materialize, gc, open)
 //   D <op> [<id> [<gen>]]   it returned OK
 //   P <phase>               a phase is reached; the child then waits for
 //                           one byte on stdin before going on, so that the
@@ -18,8 +19,10 @@
 //   E <message>             an operation failed (the child then exits 3)
 // Phases: "opened", "write_piece" (a piece is in a staging SST file), the
 // store's commit hooks "after_create_cf", "after_ingest", "after_write",
-// "delete_after_catalog", "gc_after_drop_cf" and "gc_removing_staging"
-// (store_impl.h).
+// "delete_after_catalog", "gc_after_drop_cf", "gc_removing_staging",
+// "materialize_after_ingest" and "materialize_after_write" (store_impl.h).
+// Two saves in three are incremental (based on the newest checkpoint), so
+// deletes, overwrites and GC meet referenced column families.
 
 #include <unistd.h>
 
@@ -82,11 +85,13 @@ std::unique_ptr<Store> OpenStore(const std::string& path) {
   return std::move(store).value();
 }
 
-void SaveOne(Store& store, const std::string& id, uint64_t gen) {
+void SaveOne(Store& store, const std::string& id, uint64_t gen,
+             bool incremental) {
   const std::string what = "save " + id + " " + std::to_string(gen);
   Report("B " + what);
   RocksDBWriterOptions options = ContentWriterOptions();
   options.overwrite = true;
+  options.base_on_newest = incremental;
   options.progress = [](const Progress&) { Phase("write_piece"); };
   auto writer = store.NewWriter(options);
   if (!writer.ok()) Fail(what, writer.status());
@@ -119,7 +124,17 @@ int Run(const std::string& path, uint64_t seed, uint64_t gen_base,
       roll = 0;  // Nothing to delete: save instead.
     }
     if (roll < 75) {
-      SaveOne(*store, kIds[rng() % std::size(kIds)], gen_base + op);
+      const std::string& id = kIds[rng() % std::size(kIds)];
+      SaveOne(*store, id, gen_base + op, /*incremental=*/rng() % 3 != 0);
+    } else if (roll < 84) {
+      auto list = store->List();
+      if (!list.ok()) Fail("list", list.status());
+      if (list->empty()) continue;
+      const std::string id = (*list)[rng() % list->size()].id;
+      Report("B materialize " + id);
+      auto m = store->Materialize(id);
+      if (!m.ok()) Fail("materialize " + id, m.status());
+      Report("D materialize " + id);
     } else if (roll < 92) {
       Report("B gc");
       auto gc = store->CollectGarbage();

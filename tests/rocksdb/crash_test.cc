@@ -239,7 +239,9 @@ class CrashEpisode {
                                           "",
                                           "gc_removing_staging",
                                           "opened",
-                                          "after_ingest"};
+                                          "after_ingest",
+                                          "materialize_after_ingest",
+                                          "materialize_after_write"};
     constexpr size_t n = std::size(kPoints);
     KillPlan plan;
     plan.phase = kPoints[(seed_ + round_) % n];
@@ -389,6 +391,11 @@ class CrashEpisode {
         EXPECT_TRUE(cfs.insert(info.column_family).second)
             << "column family '" << info.column_family << "' listed twice";
       }
+      // And those incremental checkpoints reference, which GC keeps.
+      for (const CheckpointInfo& info : list) {
+        cfs.insert(info.referenced_column_families.begin(),
+                   info.referenced_column_families.end());
+      }
       found = VerifyAll(*store);
       for (const CheckpointInfo& info : list) {
         EXPECT_NE(found[info.id], 0u) << "listed, but no load: " << info.id;
@@ -403,7 +410,8 @@ class CrashEpisode {
       ASSERT_OK_AND_ASSIGN(gc, store->CollectGarbage(/*dry_run=*/true));
       EXPECT_THAT(gc.dropped_column_families, ::testing::IsEmpty());
     }
-    // GC dropped every orphan, and nothing that the catalog names.
+    // GC dropped every orphan, and nothing that the catalog names or
+    // references.
     EXPECT_EQ(ColumnFamiliesOnDisk(path.string()), cfs)
         << "RocksDB's column families after GC are not the catalog's";
     for (const auto& [id, target] : pending_) {

@@ -44,6 +44,7 @@ const char* const kScenarios[] = {
     "read-only-save",  "piece-corrupt",    "disk-full",
     "catalog-names-another-checkpoint", "catalog-column-family-missing",
     "metadata-claims-more-than-stored", "metadata-lists-more-than-stored",
+    "base-unknown", "reference-column-family-missing",
 };
 
 class ErrorTableTest : public StoreTest,
@@ -230,6 +231,24 @@ class ErrorTableTest : public StoreTest,
           for (int64_t i = 0; i < 100000; ++i) t.chunks.push_back({{i}, {1}});
         });
       });
+    };
+    s["base-unknown"] = [this] {
+      ExampleState state = ExampleStateDict(1);
+      return SaveDict(state.dict, "step-200", {.base = "step-100"}).status();
+    };
+    s["reference-column-family-missing"] = [this] {
+      ExampleState state = ExampleStateDict(1);
+      ROCKSDCP_RETURN_IF_ERROR(SaveDict(state.dict, "step-100").status());
+      ROCKSDCP_RETURN_IF_ERROR(
+          SaveDict(state.dict, "step-200", {.base = "step-100"}).status());
+      CloseStore();
+      // A damaged catalog entry that no longer lists what it references.
+      EditCatalogEntry(store_path(), "step-200", [](CheckpointInfo& e) {
+        e.referenced_column_families = {"gone"};
+      });
+      OpenStore({.read_only = true});
+      ExampleState into = EmptyExampleStateDict();
+      return LoadDict(&into.dict, "step-200");
     };
     return s;
   }

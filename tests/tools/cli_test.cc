@@ -257,6 +257,57 @@ TEST_F(CliTest, LsMarksADamagedEntryAndListsTheOthers) {
   EXPECT_THAT(verify.out + verify.err, HasSubstr("step-100"));
 }
 
+// README.md's "Incremental checkpoints" commands: ls and info show what
+// each checkpoint holds, shares and would free; rm of a referenced base
+// keeps its column family; materialize copies what is referenced and
+// frees it; gc then has nothing to drop.
+TEST_F(CliTest, IncrementalSavesAreAccountedAndMaterialized) {
+  SaveExamples({"step-100"});
+  ExampleState next = ExampleStateDict(1);
+  static_cast<uint8_t*>(
+      std::get<TensorView>(next.dict["model.layers.0.attn.w"]).data)[5000] ^= 1;
+  ASSERT_OK(SaveDict(next.dict, "step-200",
+                     {.base = "step-100", .max_piece_bytes = 4096}));
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo want, store_->Info("step-200"));
+  CloseStore();
+
+  CliRun ls = RunJson({"ls", store_path()});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  const auto& cks = ls.json["checkpoints"].arr();
+  ASSERT_EQ(cks.size(), 2u);
+  const Json& base = cks[0];
+  const Json& incr = cks[1];
+  // All of step-200 but one 4 KiB piece is step-100's.
+  EXPECT_EQ(incr["referenced_bytes"].num(), want.bytes - 4096.0);
+  ASSERT_EQ(incr["referenced_column_families"].arr().size(), 1u);
+  EXPECT_EQ(incr["referenced_column_families"].arr()[0].str(), "step-100");
+  EXPECT_EQ(base["referenced_bytes"].num(), 0);
+  EXPECT_EQ(base["freed_by_delete"].num(), 0);  // step-200 needs it.
+  EXPECT_LT(incr["stored_bytes"].num(), base["stored_bytes"].num());
+  CliRun text = Run({"ls", store_path()});
+  EXPECT_THAT(text.out, AllOf(HasSubstr("OWN"), HasSubstr("SHARED"),
+                              HasSubstr("FREES")));
+  CliRun info = Run({"info", store_path(), "step-200"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_THAT(info.out, HasSubstr("referenced in step-100"));
+
+  ASSERT_EQ(Run({"rm", store_path(), "step-100"}).exit_code, 0);
+  CliRun gc = RunJson({"gc", store_path()});
+  ASSERT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_TRUE(gc.json["dropped_column_families"].arr().empty());
+  CliRun m = RunJson({"materialize", store_path(), "step-200"});
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_EQ(m.json["bytes"].num(), want.bytes - 4096.0);
+  ASSERT_EQ(m.json["dropped_column_families"].arr().size(), 1u);
+  EXPECT_EQ(m.json["dropped_column_families"].arr()[0].str(), "step-100");
+  CliRun text_m = Run({"materialize", store_path(), "step-200"});
+  EXPECT_THAT(text_m.out, HasSubstr("copied 0 referenced pieces"));
+  EXPECT_EQ(Run({"verify", store_path()}).exit_code, 0);
+  CliRun after = RunJson({"ls", store_path()});
+  ASSERT_EQ(after.json["checkpoints"].arr().size(), 1u);
+  EXPECT_EQ(after.json["checkpoints"].arr()[0]["referenced_bytes"].num(), 0);
+}
+
 // diff names each item's change from the piece hashes, in text and JSON.
 TEST_F(CliTest, DiffSaysWhichItemsChanged) {
   SaveExamples({"a"});
