@@ -96,6 +96,38 @@ INSTANTIATE_TEST_SUITE_P(Budgets, AsyncSaveBudgetTest,
                                            TensorBytes(ExampleStateDict(0)) / 2,
                                            1 << 20));
 
+// Incremental saves through AsyncCheckpointer: queued saves, each based on
+// the newest committed checkpoint when its commit begins, reference what
+// the one before wrote and commit their own state.
+TEST_F(AsyncSaveTest, QueuedIncrementalSavesReferenceTheirPredecessors) {
+  auto checkpointer = Checkpointer(1 << 20);
+  std::vector<ExampleState> states;
+  std::vector<std::unique_ptr<RocksDBStorageWriter>> writers;
+  std::vector<AsyncSaveHandle> handles;
+  for (int step = 0; step < 3; ++step) {
+    states.push_back(ExampleStateDict(1));
+    ASSERT_OK_AND_ASSIGN(
+        writers.emplace_back(),
+        store_->NewWriter({.base_on_newest = true, .max_piece_bytes = 4096}));
+    ASSERT_OK_AND_ASSIGN(
+        handles.emplace_back(),
+        checkpointer->Save(states.back().dict, *writers.back(),
+                           {.checkpoint_id = "c" + std::to_string(step)}));
+    Scribble(states.back());
+    // One at a time, so that each has the one before as its base.
+    ASSERT_OK(handles.back().committed.get());
+  }
+  for (int step = 0; step < 3; ++step) {
+    ExpectCheckpointHolds("c" + std::to_string(step), 1);
+  }
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo first, store_->Info("c0"));
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo last, store_->Info("c2"));
+  EXPECT_EQ(first.referenced_bytes, 0u);
+  // Nothing changed: all of it is the first one's.
+  EXPECT_EQ(last.referenced_bytes, last.bytes);
+  EXPECT_THAT(last.referenced_column_families, ::testing::ElementsAre("c0"));
+}
+
 TEST_F(AsyncSaveTest, StoreErrorsComeOutOfCommittedNamingTheStep) {
   ASSERT_OK(SaveDict(ExampleStateDict(1).dict, "c"));
   auto checkpointer = Checkpointer(1 << 20);

@@ -183,6 +183,27 @@ TEST_F(TorchModuleTest, LoadWritesIntoTheModulesOwnTensors) {
   EXPECT_TRUE(b->head->weight.requires_grad());
 }
 
+// A fine-tune that changes only the head: saved incrementally against the
+// last checkpoint, the rest of the module is referenced, not written
+// again, and the whole loads back.
+TEST_F(TorchModuleTest, AnIncrementalSaveWritesOnlyWhatChanged) {
+  Net a(64, 4), b(64, 4);
+  ASSERT_OK(SaveTrainer({.module = a.get()}, "c0"));
+  {
+    ::torch::NoGradGuard no_grad;
+    a->head->weight.add_(1.0);
+  }
+  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter({.base = "c0"}));
+  ASSERT_OK(torch::Save({.module = a.get()}, *writer, {.checkpoint_id = "c1"})
+                .status());
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo c1, store_->Info("c1"));
+  const uint64_t head = a->head->weight.numel() * sizeof(float);
+  EXPECT_EQ(c1.referenced_bytes, c1.bytes - head);
+  ASSERT_OK(store_->Delete("c0"));
+  ASSERT_OK(LoadTrainer({.module = b.get()}, "c1"));
+  EXPECT_TRUE(SameModuleState(*a, *b));
+}
+
 // An output layer whose weight is given: the embedding's.
 struct HeadImpl : ::torch::nn::Module {
   explicit HeadImpl(::torch::Tensor w) : weight(register_parameter("weight", w)) {}
