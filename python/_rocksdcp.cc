@@ -247,6 +247,10 @@ py::dict InfoDict(const CheckpointInfo& c) {
   d["items"] = c.items;
   d["world_size"] = c.world_size;
   d["metadata_checksum"] = c.metadata_checksum;
+  d["referenced_column_families"] = c.referenced_column_families;
+  d["referenced_bytes"] = c.referenced_bytes;
+  d["stored_bytes"] = c.stored_bytes;
+  d["freed_by_delete"] = c.freed_by_delete;
   d["damage"] = c.damage;
   return d;
 }
@@ -601,13 +605,17 @@ void BindStore(py::module_& m) {
              return Unwrap(std::move(md));
            })
       .def("new_writer",
-           [](const PyStore& s, bool overwrite, uint64_t max_piece_bytes) {
+           [](const PyStore& s, bool overwrite, uint64_t max_piece_bytes,
+              const std::string& base, bool base_on_newest) {
              RocksDBWriterOptions options;
              options.overwrite = overwrite;
              if (max_piece_bytes != 0) options.max_piece_bytes = max_piece_bytes;
+             options.base = base;
+             options.base_on_newest = base_on_newest;
              return PyWriter{s.store, Unwrap(s.Get().NewWriter(options))};
            },
-           py::arg("overwrite") = false, py::arg("max_piece_bytes") = 0)
+           py::arg("overwrite") = false, py::arg("max_piece_bytes") = 0,
+           py::arg("base") = "", py::arg("base_on_newest") = false)
       .def("new_reader", [](const PyStore& s) {
         return PyReader{s.store, Unwrap(s.Get().NewReader()), nullptr};
       });

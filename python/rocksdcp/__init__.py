@@ -59,6 +59,15 @@ class CheckpointInfo:
     world_size: int
     #: XXH3-64 of its encoded metadata.
     metadata_checksum: int
+    #: An incremental save's references: the column families other than its
+    #: own that hold pieces of it, and their payload bytes (part of
+    #: ``bytes``).
+    referenced_column_families: list = dataclasses.field(default_factory=list)
+    referenced_bytes: int = 0
+    #: What its column family takes on disk, and what deleting it would free
+    #: now (0 while another checkpoint references it).
+    stored_bytes: int = 0
+    freed_by_delete: int = 0
     #: Empty for a sound catalog entry; for a damaged one, what is wrong
     #: (only ``id`` is set then, and the checkpoint can't be loaded).
     damage: str = ""

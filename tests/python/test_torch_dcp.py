@@ -151,6 +151,25 @@ def test_every_dtype_and_strided_and_zero_dim_tensors(tmp_path):
         assert same_bytes(v, into[k]), k
 
 
+def test_incremental_save_references_what_did_not_change(tmp_path):
+    path = tmp_path / "store"
+    g = torch.Generator().manual_seed(5)
+    state = {"frozen": torch.randn(256, 256, generator=g),
+             "lora": torch.randn(8, 256, generator=g)}
+    save(path, "a", state)
+    state["lora"] += 1
+    save(path, "b", state, base_on_newest=True)
+    with rocksdcp.Store(str(path)) as store:
+        info = store.info("b")
+        assert info.referenced_column_families == ["a"]
+        assert info.referenced_bytes == 256 * 256 * 4
+        store.delete("a")
+    into = {k: torch.zeros_like(v) for k, v in state.items()}
+    load(path, "b", into)
+    for k, v in state.items():
+        assert same_bytes(v, into[k]), k
+
+
 # ---- Errors, as torch reports them ----
 
 def test_missing_checkpoint_is_not_found(tmp_path):

@@ -43,7 +43,8 @@ class _WriterMethods:
     """StorageWriter's methods, for torch 1.13's base class and 2.x's."""
 
     def __init__(self, path, checkpoint_id=None, *, overwrite=False, rank=None,
-                 world_size=None, process_group=None, max_piece_bytes=None):
+                 world_size=None, process_group=None, max_piece_bytes=None,
+                 base=None, base_on_newest=False):
         """Saves into the rocksdcp store at ``path`` (created if missing) as
         checkpoint ``checkpoint_id`` (torch 2.x may pass it to ``reset``
         instead). ``overwrite`` replaces a committed checkpoint of that id,
@@ -52,6 +53,12 @@ class _WriterMethods:
         ``world_size`` override them (with ``no_dist=True`` in a process
         group, pass ``rank=0, world_size=1``). ``max_piece_bytes`` sets the
         piece size (default: the library's, 128 KiB).
+
+        Incremental saves: ``base`` names a committed checkpoint of the
+        store, or ``base_on_newest=True`` takes the newest; every piece
+        whose bytes are identical to the base's is then stored as a
+        reference to where the base holds it, not written again (only the
+        coordinator's arguments count).
 
         The coordinator opens the store read-write when torch first calls
         (``init`` / ``set_up_storage_writer``), so that a locked store fails
@@ -65,13 +72,15 @@ class _WriterMethods:
         self._overwrite = overwrite
         self._rank_arg, self._world_arg, self._group = rank, world_size, process_group
         self._max_piece_bytes = max_piece_bytes or 0
+        self._base, self._base_on_newest = base or "", bool(base_on_newest)
         self._native = None
         self._is_coordinator = False
         self._rank, self._world_size = 0, 1
 
     def _open(self, follower):
         store = _rocksdcp.Store(self._path, follower=follower)
-        writer = store.new_writer(self._overwrite, self._max_piece_bytes)
+        writer = store.new_writer(self._overwrite, self._max_piece_bytes,
+                                  self._base, self._base_on_newest)
         writer.reset(_checkpoint_id(self._id, "rocksdcp save"))
         writer.set_up(self._is_coordinator, self._rank, self._world_size)
         return writer
