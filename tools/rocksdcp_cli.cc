@@ -114,9 +114,9 @@ const std::vector<Command>& Commands() {
        RunGc},
       {"materialize",
        "STORE ID",
-       "Copies the pieces an incremental checkpoint ID references into its "
-       "own column family, so that it stands alone, and drops the column "
-       "families nothing needs any more.",
+       "Rewrites an incremental checkpoint ID to hold every piece itself "
+       "(what it references included), and drops the column families "
+       "nothing needs any more.",
        2,
        2,
        {},

@@ -163,8 +163,8 @@ struct GcReport {
 
 // What Store::Materialize copied and released.
 struct MaterializeReport {
-  // The pieces copied into the checkpoint's own column family, and their
-  // payload bytes.
+  // The referenced pieces it copied, and their payload bytes (the pieces
+  // it held are copied too, and not counted here).
   uint64_t pieces = 0;
   uint64_t bytes = 0;
   // Column families it referenced that nothing needs any more, dropped.
@@ -527,18 +527,19 @@ class Store {
   // REQUIRES: not read-only.
   virtual Result<GcReport> CollectGarbage(bool dry_run = false) = 0;
 
-  // Copies every piece that checkpoint `id` references (incremental saves)
-  // into its own column family, verifying each as a load does, then
-  // commits its metadata and catalog entry without references, in one
-  // synced write: it then stands alone, and the column families it
-  // referenced that no committed checkpoint needs are dropped. Memory: one
-  // piece at a time, through a staging SST file that is ingested whole. A
-  // crash before the commit leaves the checkpoint as it was (a load reads
-  // a copied piece or the one referenced: the same bytes). Busy while a
-  // save of `id` runs in this process; NotFound if it is not committed;
-  // Corruption, and nothing changed, if a referenced piece is damaged.
-  // A checkpoint with no references is left as it is. `progress` counts
-  // the referenced pieces' bytes.
+  // Makes checkpoint `id` (an incremental save's) stand alone: copies
+  // every piece it references, and those it holds, each verified as a load
+  // does, into a fresh column family, and commits it there without
+  // references as an overwrite of the checkpoint with itself (one synced
+  // write; its id, content and created time stay). Then its old column
+  // family, and the column families it referenced, are dropped unless
+  // another checkpoint references them. Memory: one piece at a time,
+  // through a staging SST file; disk: a second copy of the checkpoint
+  // until the commit. A failure or crash at any point leaves it as it was.
+  // Busy while a save of `id` runs in this process; NotFound if it is not
+  // committed; Aborted if it is deleted or overwritten meanwhile;
+  // Corruption, and nothing changed, if a piece is damaged. A checkpoint
+  // with no references is left as it is. `progress` counts all its bytes.
   // REQUIRES: not read-only.
   virtual Result<MaterializeReport> Materialize(
       std::string_view id, const ProgressCallback& progress = {}) = 0;

@@ -177,6 +177,11 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   } else if (!s.IsNotFound()) {
     return FromRocksDB(s, ctx + ": reading catalog");
   }
+  if (!req.replaces.empty() && old_cf != req.replaces) {
+    return Status::Aborted(ctx +
+                           ": it was deleted or changed meanwhile; "
+                           "nothing was committed");
+  }
 
   // An incremental save's references: what it references must still be
   // there, as the save's pin on its base keeps it.
@@ -243,7 +248,7 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   info.id = id;
   info.column_family = cf_name;
   info.state = CheckpointState::kCommitted;
-  info.created_unix_micros = NowUnixMicros();
+  if (info.created_unix_micros == 0) info.created_unix_micros = NowUnixMicros();
 
   s = WriteMetadataAndEntryLocked(raw, req.metadata_value, info);
   if (!s.ok()) {

@@ -73,12 +73,15 @@ struct CommitRequest {
   // Commit checks what RocksDB ingested against them.
   std::vector<std::pair<std::string, std::string>> key_ranges;
   // The encoded Metadata value, and the catalog entry to write (its
-  // column_family and created time are filled in by Commit).
+  // column_family is filled in by Commit, and its created time unless set).
   std::string metadata_value;
   CheckpointInfo info;
   // The column families the save pinned (LookupCommitted's pin_for_save):
   // on success Commit releases them, and drops those nothing keeps.
   std::vector<std::string> pinned;
+  // If set, the column family the checkpoint's current entry must name
+  // (Materialize's rewrite of it): Aborted otherwise.
+  std::string replaces;
 };
 
 class StoreImpl final : public Store {
@@ -186,7 +189,9 @@ class StoreImpl final : public Store {
   // Test-only: called by Commit at "after_create_cf", "after_ingest" and
   // "after_write" (the commit batch is durable, the old column family not
   // yet dropped), by Delete at "delete_after_catalog" (the catalog entry is
-  // deleted, the column family not yet dropped), and by CollectGarbage at
+  // deleted, the column family not yet dropped), by Materialize at
+  // "materialize_copied" (its staging file is written, the commit not
+  // begun), and by CollectGarbage at
   // "gc_after_drop_cf" (after each drop) and "gc_removing_staging" (before
   // each staging directory goes), so crash tests can stop a process at each
   // point. Called with the store's mutex held.

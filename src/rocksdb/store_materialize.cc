@@ -1,6 +1,6 @@
-// StoreImpl::Materialize: copies the pieces an incremental checkpoint
-// references into its own column family, then commits it without
-// references and drops what nothing needs any more.
+// StoreImpl::Materialize: rewrites an incremental checkpoint so that it
+// holds every piece itself, committed as an overwrite of it is, then drops
+// what nothing needs any more.
 
 #include <rocksdb/sst_file_writer.h>
 
@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One referenced piece to copy.
+// One piece to copy.
 struct Copy {
   std::string key;
   const MetadataIndex* index;
@@ -45,7 +45,7 @@ Result<MaterializeReport> StoreImpl::Materialize(
     return Status::FailedPrecondition(where + ": the store is open read-only");
   }
   ROCKSDCP_RETURN_IF_ERROR(NeedDB(where));
-  // No save of the id meanwhile (it could overwrite what is copied into).
+  // No save of the id meanwhile (Commit checks for deletes).
   ROCKSDCP_RETURN_IF_ERROR(BeginSave(id, /*claim_id=*/true));
   std::vector<std::string> pinned;
   struct Release {
@@ -58,16 +58,20 @@ Result<MaterializeReport> StoreImpl::Materialize(
     }
   } release{this, id, pinned};
 
-  ROCKSDCP_ASSIGN_OR_RETURN(CommittedCheckpoint c,
-                            LookupCommitted(id, &pinned));
+  auto looked_up = LookupCommitted(id, &pinned);
+  if (!looked_up.ok()) return looked_up.status().WithContext(where);
+  const CommittedCheckpoint c = std::move(looked_up).value();
   MaterializeReport report;
   if (c.info.referenced_column_families.empty()) return report;
   auto read = ReadCheckpointMetadata(*this, c);
   if (!read.ok()) return read.status().WithContext(where);
   Metadata metadata = std::move(read).value();
 
-  // The referenced pieces, in key order (an SST file's order), with what
-  // the metadata says of their items.
+  // Every piece, in key order (an SST file's order), with what the
+  // metadata says of its item. Pieces the checkpoint holds are copied too:
+  // it is rewritten into a fresh column family, so that a failure at any
+  // point leaves it as it was (an ingestion into its own column family
+  // that fails can't be undone; see FailedMetadataWriteLocked).
   std::vector<Copy> copies;
   std::map<MetadataIndex, StoredItem> items;
   ChunkFinder chunks;
@@ -78,7 +82,6 @@ Result<MaterializeReport> StoreImpl::Materialize(
       return info.status().WithContext(where + ", item " +
                                        Quote(index.ToString()));
     }
-    if (info->sources.empty()) continue;
     auto item = LookupStoredItem(
         metadata, index, info->kind == format::ItemKind::kTensor, chunks);
     if (!item.ok()) {
@@ -86,11 +89,10 @@ Result<MaterializeReport> StoreImpl::Materialize(
                                        Quote(index.ToString()));
     }
     for (uint32_t p = 0; p < info->num_pieces; ++p) {
-      if (info->piece_sources[p] == 0) continue;
       copies.push_back({keys::PieceKey(index, p), &index, p});
-      const uint64_t offset = uint64_t{p} * info->piece_bytes;
-      done.bytes_total += std::min(info->piece_bytes, info->length - offset);
     }
+    done.bytes_total += info->length;
+    ++done.items_total;
     items.emplace(index, std::move(item).value());
   }
   std::sort(copies.begin(), copies.end(),
@@ -136,24 +138,33 @@ Result<MaterializeReport> StoreImpl::Materialize(
                                   Quote(copy.index->ToString()) + ", piece " +
                                   std::to_string(copy.piece));
     }
-    // The piece as its column family holds it: bound to the same key.
+    // The piece as the column family that holds it has it: bound to the
+    // same key.
     const bool referenced =
         format::IsPieceRef(std::string_view(value.data(), value.size()));
     const rocksdb::Slice bytes =
         referenced ? rocksdb::Slice(target) : rocksdb::Slice(value);
     ROCKSDCP_RETURN_IF_ERROR(
         FromRocksDB(sst.Put(copy.key, bytes), where + ": writing " + file));
-    ++report.pieces;
-    report.bytes += piece.size;
+    if (referenced) {
+      ++report.pieces;
+      report.bytes += piece.size;
+    }
     done.bytes_done += piece.size;
+    if (copy.piece + 1 == item.info.num_pieces) ++done.items_done;
     if (progress) progress(done);
   }
   target.Reset();
   value.Reset();
   ROCKSDCP_RETURN_IF_ERROR(
       FromRocksDB(sst.Finish(), where + ": finishing " + file));
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    if (commit_hook_) commit_hook_("materialize_copied");
+  }
 
-  // The metadata without references, and the entry that records it.
+  // The metadata without references, committed as an overwrite of the
+  // checkpoint with itself: a fresh column family, one synced batch.
   for (auto& [index, value] : metadata.storage_data) {
     auto info = format::DecodeStorageInfo(value, format::PieceHashes::kRead);
     if (!info.ok() || info->sources.empty()) continue;
@@ -161,51 +172,28 @@ Result<MaterializeReport> StoreImpl::Materialize(
     info->piece_sources.clear();
     value = format::EncodeStorageInfo(*info);
   }
-  const std::string metadata_value = format::EncodeMetadata(metadata);
-  CheckpointInfo info = c.info;
-  const std::vector<std::string> released =
-      std::move(info.referenced_column_families);
-  info.referenced_column_families.clear();
-  info.referenced_bytes = 0;
-  info.metadata_checksum = format::Xxh3(metadata_value);
+  CommitRequest request;
+  request.checkpoint_id = id;
+  request.overwrite = true;
+  request.replaces = c.info.column_family;
+  if (!copies.empty()) {
+    request.files = {file};
+    request.key_ranges = {{copies.front().key, copies.back().key}};
+  }
+  request.metadata_value = format::EncodeMetadata(metadata);
+  request.info = c.info;
+  request.info.referenced_column_families.clear();
+  request.info.referenced_bytes = 0;
+  request.info.metadata_checksum = format::Xxh3(request.metadata_value);
+  request.pinned = pinned;
+  auto committed = Commit(std::move(request));
+  if (!committed.ok()) return committed.status().WithContext(where);
+  pinned.clear();  // Commit released them.
 
+  // What it referenced and nothing needs now is gone (its own old column
+  // family too, unless another checkpoint references it).
   std::lock_guard<std::mutex> guard(mu_);
-  ROCKSDCP_RETURN_IF_ERROR(CheckWritableLocked(where));
-  // Still the checkpoint that was read: a Delete may have run meanwhile.
-  std::string now;
-  rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), default_cf_, keys::CatalogKey(id), &now);
-  if (!s.ok() && !s.IsNotFound()) return FromRocksDB(s, where);
-  auto entry = s.ok() ? SoundCatalogEntry(id, now)
-                      : Result<CheckpointInfo>(Status::NotFound(""));
-  if (!entry.ok() || entry->column_family != c.info.column_family ||
-      entry->metadata_checksum != c.info.metadata_checksum) {
-    return Status::Aborted(where +
-                           ": it was deleted or changed meanwhile; nothing "
-                           "was changed");
-  }
-  rocksdb::IngestExternalFileArg arg;
-  arg.column_family = c.cf.get();
-  arg.external_files = {file};
-  arg.options.move_files = true;
-  arg.options.failed_move_fall_back_to_copy = true;
-  s = db_->IngestExternalFiles({arg});
-  if (!s.ok()) return StopLocked(s, where + ": ingesting the copied pieces");
-  if (commit_hook_) commit_hook_("materialize_after_ingest");
-  s = WriteMetadataAndEntryLocked(c.cf.get(), metadata_value, info);
-  if (!s.ok()) {
-    return StopLocked(s, where + ": writing metadata and catalog entry");
-  }
-  if (commit_hook_) commit_hook_("materialize_after_write");
-  // Unpinned here (the Release above then finds nothing), so that what
-  // nothing needs now goes.
-  for (const std::string& name : pinned) {
-    auto it = pinned_cfs_.find(name);
-    if (it != pinned_cfs_.end()) pinned_cfs_.erase(it);
-  }
-  pinned.clear();
-  DropUnkeptLocked(released);
-  for (const std::string& name : released) {
+  for (const std::string& name : c.info.referenced_column_families) {
     if (cfs_.count(name) == 0) report.dropped_column_families.push_back(name);
   }
   return report;

@@ -19,8 +19,8 @@
 //   E <message>             an operation failed (the child then exits 3)
 // Phases: "opened", "write_piece" (a piece is in a staging SST file), the
 // store's commit hooks "after_create_cf", "after_ingest", "after_write",
-// "delete_after_catalog", "gc_after_drop_cf", "gc_removing_staging",
-// "materialize_after_ingest" and "materialize_after_write" (store_impl.h).
+// "delete_after_catalog", "gc_after_drop_cf", "gc_removing_staging" and
+// "materialize_copied" (store_impl.h).
 // Two saves in three are incremental (based on the newest checkpoint), so
 // deletes, overwrites and GC meet referenced column families.
 

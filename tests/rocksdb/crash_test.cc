@@ -240,8 +240,7 @@ class CrashEpisode {
                                           "gc_removing_staging",
                                           "opened",
                                           "after_ingest",
-                                          "materialize_after_ingest",
-                                          "materialize_after_write"};
+                                          "materialize_copied"};
     constexpr size_t n = std::size(kPoints);
     KillPlan plan;
     plan.phase = kPoints[(seed_ + round_) % n];

@@ -24,9 +24,11 @@ Status FaultFsStoreTest::OpenStore() {
 }
 
 Status FaultFsStoreTest::SaveSeed(const std::string& id, uint64_t seed,
-                                  bool overwrite, int write_threads) {
+                                  bool overwrite, int write_threads,
+                                  const std::string& base) {
   RocksDBWriterOptions options;
   options.overwrite = overwrite;
+  options.base = base;
   options.max_piece_bytes = 4096;
   options.write_threads = write_threads;
   ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store_->NewWriter(options));
@@ -72,6 +74,8 @@ Status FaultFsStoreTest::LoadInto(const std::string& id, ExampleState* out) {
   for (const CheckpointInfo& info : *listed) {
     ids.insert(info.id);
     live_cfs.insert(info.column_family);
+    live_cfs.insert(info.referenced_column_families.begin(),
+                    info.referenced_column_families.end());
     auto e = expected.find(info.id);
     if (e == expected.end()) {
       return fail() << "the catalog lists '" << info.id

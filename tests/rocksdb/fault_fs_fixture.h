@@ -36,8 +36,9 @@ class FaultFsStoreTest : public ::testing::Test {
   // Saves ExampleStateDict(seed) as `id` in small pieces, so several per
   // item. With one writer thread (the default) the operations are the same
   // each run; with more, each writes a staging file of its own.
+  // With `base`, incrementally against that checkpoint.
   Status SaveSeed(const std::string& id, uint64_t seed, bool overwrite,
-                  int write_threads = 1);
+                  int write_threads = 1, const std::string& base = "");
   // Loads `id` into *out (shaped as EmptyExampleStateDict).
   Status LoadInto(const std::string& id, ExampleState* out);
   // `id` loads as ExampleStateDict(seed) for one of `seeds`.
@@ -47,7 +48,8 @@ class FaultFsStoreTest : public ::testing::Test {
   // With the store open: the catalog lists only ids of `expected`, each
   // loads bit-exact as one of its allowed seeds, an id that must exist
   // does, and one that must not is NotFound. Then GC leaves no orphan
-  // column family and no staging file, and a fresh save and load work.
+  // column family (none that no checkpoint holds or references) and no
+  // staging file, and a fresh save and load work.
   ::testing::AssertionResult CheckStore(const Expected& expected);
 
   ScopedTempDir dir_;

@@ -312,18 +312,20 @@ TEST_F(IncrementalTest, MaterializeCopiesWhatItReferencesAndReleasesIt) {
   ASSERT_OK_AND_ASSIGN(MaterializeReport report,
                        store_->Materialize("b", [&](const Progress& p) {
                          progressed = p.bytes_done;
-                         EXPECT_EQ(p.bytes_total, before.referenced_bytes);
+                         EXPECT_EQ(p.bytes_total, before.bytes);
                        }));
   EXPECT_EQ(report.bytes, before.referenced_bytes);
-  EXPECT_EQ(progressed, before.referenced_bytes);
+  EXPECT_EQ(progressed, before.bytes);
   EXPECT_EQ(report.pieces, 16u + 8u + 3u);  // All of "w", "e" and "opt".
   EXPECT_THAT(report.dropped_column_families, ElementsAre("a"));
   const CheckpointInfo after = InfoOf("b");
   EXPECT_THAT(after.referenced_column_families, IsEmpty());
   EXPECT_EQ(after.referenced_bytes, 0u);
   EXPECT_EQ(after.bytes, before.bytes);
+  EXPECT_EQ(after.created_unix_micros, before.created_unix_micros);
+  EXPECT_NE(after.column_family, before.column_family);
   EXPECT_THAT(ColumnFamiliesOnDisk(store_path()),
-              UnorderedElementsAre("default", "b"));
+              UnorderedElementsAre("default", after.column_family));
   EXPECT_TRUE(LoadsAs("b", m));
   ExpectVerifies();
   // Again: nothing to do. And it survives a reopen.
@@ -344,7 +346,8 @@ TEST_F(IncrementalTest, MaterializeKeepsWhatOthersStillReference) {
   ASSERT_OK(store_->Delete("a"));
   // "c" still needs it; materializing "c" releases it.
   EXPECT_THAT(ColumnFamiliesOnDisk(store_path()),
-              UnorderedElementsAre("default", "a", "b", "c"));
+              UnorderedElementsAre("default", "a", InfoOf("b").column_family,
+                                   "c"));
   ASSERT_OK_AND_ASSIGN(report, store_->Materialize("c"));
   EXPECT_THAT(report.dropped_column_families, ElementsAre("a"));
   EXPECT_TRUE(LoadsAs("b", m));

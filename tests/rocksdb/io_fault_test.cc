@@ -38,15 +38,19 @@ struct Call {
 
 class IoFaultTest : public FaultFsStoreTest {
  protected:
-  // Every run starts from the same store: "base" and "victim" committed.
+  // Every run starts from the same store: "base" and "victim" committed,
+  // and what SaveMore adds.
   void SetUp() override {
     ASSERT_OK(OpenStore());
     ASSERT_OK(SaveSeed("base", 1, false));
     ASSERT_OK(SaveSeed("victim", 2, false));
+    SaveMore();
     CloseStore();
     std::filesystem::copy(store_path(), template_path(),
                           std::filesystem::copy_options::recursive);
   }
+
+  virtual void SaveMore() {}
 
   std::string template_path() const { return dir_.Sub("template"); }
 
@@ -221,6 +225,43 @@ TEST_F(IoFaultTest, Load) {
              },
              {{"base", {1}}, {"victim", {2}}},
              {{"base", {1}}, {"victim", {2}}}});
+}
+
+// An incremental save: every piece a reference to "victim"'s.
+TEST_F(IoFaultTest, IncrementalSave) {
+  Sweep(Call{"save of",
+             "new",
+             [this] { return SaveSeed("new", 2, false, 1, "victim"); },
+             {{"base", {1}}, {"victim", {2}}, {"new", {2}}},
+             {{"base", {1}}, {"victim", {2}}, {"new", {std::nullopt}}}});
+}
+
+// The template also holds "incr", saved against "victim": all of it
+// references "victim"'s column family.
+class IoFaultReferencedTest : public IoFaultTest {
+ protected:
+  void SaveMore() override {
+    ASSERT_OK(SaveSeed("incr", 2, false, 1, "victim"));
+  }
+};
+
+// Deleting a referenced base: its column family stays for "incr".
+TEST_F(IoFaultReferencedTest, DeleteOfAReferencedBase) {
+  Sweep(Call{"delete of",
+             "victim",
+             [this] { return store_->Delete("victim"); },
+             {{"base", {1}}, {"victim", {std::nullopt}}, {"incr", {2}}},
+             {{"base", {1}}, {"victim", {2}}, {"incr", {2}}}});
+}
+
+// Materialize copies what "incr" references; failed or not, "incr" and
+// "victim" load as they did.
+TEST_F(IoFaultReferencedTest, Materialize) {
+  Sweep(Call{"materialize of",
+             "incr",
+             [this] { return store_->Materialize("incr").status(); },
+             {{"base", {1}}, {"victim", {2}}, {"incr", {2}}},
+             {{"base", {1}}, {"victim", {2}}, {"incr", {2}}}});
 }
 
 }  // namespace
