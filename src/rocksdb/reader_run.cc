@@ -153,6 +153,16 @@ Status RocksDBStorageReaderImpl::FetchPiece(Worker& worker,
   rocksdb::ReadOptions ro;
   ro.fill_cache = options_.fill_cache;
   ro.verify_checksums = true;
+  if (pr.item.info.SourceOf(p) != nullptr) {
+    // Referenced: straight from where the storage info says it is.
+    Status s = ReadReferencedPiece(*store_, *checkpoint_, ro, worker.key,
+                                   pr.ri->storage_index, pr.item, p,
+                                   &worker.pinned, out);
+    if (!s.ok()) return s.WithContext(PieceWhere(pr, p));
+    pieces_read_.fetch_add(1, std::memory_order_relaxed);
+    bytes_read_.fetch_add(out->size, std::memory_order_relaxed);
+    return Status::OK();
+  }
   worker.pinned.Reset();
   rocksdb::Status s =
       store_->db()->Get(ro, checkpoint_->cf.get(), worker.key, &worker.pinned);

@@ -265,25 +265,34 @@ Status VerifyPieceOrReference(StoreImpl& store, const CommittedCheckpoint& c,
                               " bytes and a hash other than the metadata's " +
                               std::to_string(length) + " bytes and hash");
   }
-  auto held = c.sources.find(ref.column_family);
+  return ReadReferencedPiece(store, c, ro, key, index, item, p, target, out);
+}
+
+Status ReadReferencedPiece(StoreImpl& store, const CommittedCheckpoint& c,
+                           const rocksdb::ReadOptions& ro, std::string_view key,
+                           const MetadataIndex& index, const StoredItem& item,
+                           uint32_t p, rocksdb::PinnableSlice* target,
+                           format::DecodedPiece* out) {
+  const std::string& source = *item.info.SourceOf(p);
+  auto held = c.sources.find(source);
   if (held == c.sources.end()) {
     return Status::Corruption("the piece is a reference to column family " +
-                              Quote(ref.column_family) +
+                              Quote(source) +
                               ", which the store does not hold");
   }
   target->Reset();
   const rocksdb::Status got =
-      store.db()->Get(ro, held->second.cf.get(), key, target);
+      store.db()->Get(ro, held->second.cf.get(),
+                      rocksdb::Slice(key.data(), key.size()), target);
   const std::string_view there(target->data(), target->size());
   if (got.ok() && format::IsPieceRef(there)) {
     return Status::Corruption(
-        "the piece is a reference to column family " +
-        Quote(ref.column_family) +
+        "the piece is a reference to column family " + Quote(source) +
         ", which holds another reference there: references are one level "
         "deep");
   }
   return VerifyPieceValue(got, there, key, index, item, p, out)
-      .WithContext("in column family " + Quote(ref.column_family) +
+      .WithContext("in column family " + Quote(source) +
                    ", which it references");
 }
 

@@ -106,6 +106,20 @@ Status VerifyPieceOrReference(StoreImpl& store, const CommittedCheckpoint& c,
                               rocksdb::PinnableSlice* target,
                               format::DecodedPiece* out);
 
+// Reads piece `p` of `item` (at `key`), which the item's storage info says
+// another column family holds, from there into `target`, and verifies it
+// as VerifyPieceValue does; a reference there is refused. Loads read a
+// referenced piece so, without the reference in the checkpoint's own
+// column family (the storage info, checked against the catalog's
+// checksum, says where the piece is); VerifyPieceOrReference checks the
+// reference too.
+// REQUIRES: item.info.SourceOf(p) != nullptr.
+Status ReadReferencedPiece(StoreImpl& store, const CommittedCheckpoint& c,
+                           const rocksdb::ReadOptions& ro, std::string_view key,
+                           const MetadataIndex& index, const StoredItem& item,
+                           uint32_t p, rocksdb::PinnableSlice* target,
+                           format::DecodedPiece* out);
+
 }  // namespace rocksdcp
 
 #endif  // ROCKSDCP_SRC_ROCKSDB_STORED_ITEM_H_

@@ -277,6 +277,9 @@ std::vector<HostileCase> MakeCases() {
   std::vector<HostileCase> c;
 
   // ---- References (incremental saves) ----
+  // A load reads a referenced piece where the storage info says it is,
+  // without the reference value, so a damaged reference value alone costs
+  // it nothing; verify checks the reference against the storage info.
   using Ref = format::PieceRef;
   using Info = format::StorageInfo;
   using Target = std::optional<std::string>;
@@ -304,12 +307,14 @@ std::vector<HostileCase> MakeCases() {
                "the storage info's",
                ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
                  r.hash.low ^= 1;
-               })});
+               }),
+               "dump=0 export=0 load=0 mirror=0"});
   c.push_back({"ref_wrong_size", "piece",
                "piece 1 of 'w' references its piece with one byte more",
                ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
                  ++r.byte_length;
-               })});
+               }),
+               "dump=0 export=0 load=0 mirror=0"});
   c.push_back({"ref_to_other_piece", "piece",
                "piece 1 of 'w' references column family 'base', which holds "
                "piece 0 of 'w' under piece 1's key",
@@ -321,7 +326,8 @@ std::vector<HostileCase> MakeCases() {
                "storage info says 'base' holds it",
                ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
                  r.column_family = "before";
-               })});
+               }),
+               "dump=0 export=0 load=0 mirror=0"});
   c.push_back({"ref_to_catalog_column_family", "piece",
                "piece 1 of 'w' references the catalog's column family, "
                "'default', which holds the genuine piece under its key",
