@@ -73,6 +73,41 @@ TEST_F(CliFilesTest, ExportThenImportIntoANewStore) {
   EXPECT_TRUE(IsExampleState(loaded, 1));
 }
 
+// An incremental checkpoint whose base is deleted dumps and exports the
+// same bytes as a full save of the same state, and loads partially.
+TEST_F(CliFilesTest, AnIncrementalCheckpointDumpsAndExportsAsAFullOne) {
+  SaveExamples({"full"});
+  ExampleState state = ExampleStateDict(1);
+  ASSERT_OK(
+      SaveDict(state.dict, "incr", {.base = "full", .max_piece_bytes = 4096}));
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo incr, store_->Info("incr"));
+  EXPECT_EQ(incr.referenced_bytes, incr.bytes);
+  // A partial load: one tensor of it.
+  OwnedTensor bias = ZeroTensor(DType::kFloat32, {100});
+  StateDict part{{"model.norm.bias", bias.view}};
+  ASSERT_OK(LoadDict(&part, "incr", /*allow_partial_load=*/true));
+  EXPECT_TRUE(SameTensor(bias.view,
+                         std::get<TensorView>(state.dict["model.norm.bias"])));
+  ASSERT_OK(store_->Delete("full"));
+  SaveExamples({"again"});  // The same state, saved whole.
+  CloseStore();
+  for (const char* fqn : {"model.norm.bias", "step_counter"}) {
+    const std::string a = dir_.Sub("incr.npy"), b = dir_.Sub("again.npy");
+    CliRun r = Run({"dump", store_path(), "incr", fqn, "--npy", a});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(Run({"dump", store_path(), "again", fqn, "--npy", b}).exit_code,
+              0);
+    EXPECT_EQ(tools::ReadFile(a), tools::ReadFile(b)) << fqn;
+  }
+  const std::string a = dir_.Sub("incr.safetensors");
+  const std::string b = dir_.Sub("again.safetensors");
+  ASSERT_EQ(Run({"export", store_path(), "incr", "--safetensors", a}).exit_code,
+            0);
+  ASSERT_EQ(
+      Run({"export", store_path(), "again", "--safetensors", b}).exit_code, 0);
+  EXPECT_EQ(tools::ReadFile(a), tools::ReadFile(b));
+}
+
 TEST_F(CliFilesTest, BadStoreIdFqnOrFileFailsNamingIt) {
   SaveExamples({"ck"});
   CloseStore();
