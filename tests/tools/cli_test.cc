@@ -352,8 +352,8 @@ TEST_F(CliTest, DiffSaysWhichItemsChanged) {
 
   CliRun missing = Run({"diff", store_path(), "a", "nope"});
   EXPECT_EQ(missing.exit_code, kFailed);
-  EXPECT_THAT(missing.err,
-              AllOf(HasSubstr("rocksdcp diff: NotFound"), HasSubstr("'nope'")));
+  EXPECT_THAT(missing.err, AllOf(HasSubstr("rocksdcp diff: NotFound"),
+                                 HasSubstr("'nope'")));
 }
 
 TEST_F(CliTest, BadStoreOrIdFailsNamingIt) {
@@ -457,8 +457,8 @@ TEST_F(CliTest, VerifyListsEveryCorruptedItemAndFails) {
   CliRun text = Run({"verify", store_path()});
   EXPECT_EQ(text.exit_code, kCorrupt);
   EXPECT_THAT(text.out,
-              HasSubstr("victim: CORRUPTED (" +
-                        std::to_string(want_bad.size()) + " damaged items"));
+              HasSubstr("victim: CORRUPTED (" + std::to_string(want_bad.size()) +
+                        " damaged items"));
   EXPECT_THAT(text.out,
               AllOf(HasSubstr("good: ok"), HasSubstr("victim: CORRUPTED"),
                     HasSubstr("model.layers.0.attn.w")));
@@ -538,9 +538,10 @@ TEST_F(CliTest, ReadCommandsWorkOnALockedStoreAndWritesSaySoPlainly) {
   EXPECT_EQ(Run({"verify", store_path(), "ck"}).exit_code, 0);
 
   for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{{"rm", store_path(), "ck"},
-                                             {"keep-last", store_path(), "0"},
-                                             {"gc", store_path()}}) {
+       std::vector<std::vector<std::string>>{
+           {"rm", store_path(), "ck"},
+           {"keep-last", store_path(), "0"},
+           {"gc", store_path()}}) {
     CliRun r = Run(args);
     EXPECT_EQ(r.exit_code, kFailed) << args[0];
     EXPECT_THAT(r.err, AllOf(HasSubstr("is locked by another process"),
