@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     bench::RegisterWorkloadBenchmarks(config, workload);
     bench::RegisterToolsBenchmarks(config, workload);
   }
+  bench::RegisterIncrementalBenchmarks(config);
   bench::RegisterRssBenchmarks(config);
   if (config.ranks) bench::RegisterRanksBenchmarks(config);
   benchmark::AddCustomContext("rocksdcp_bench.quick",

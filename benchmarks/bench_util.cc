@@ -42,6 +42,7 @@ benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
 
 bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   int out = 1;
+  int iterations = 0;  // --iterations=N, when given.
   for (int i = 1; i < *argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--quick") {
@@ -77,6 +78,16 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
         return false;
       }
       config->piece_kib = v;
+    } else if (arg.starts_with("--iterations=")) {
+      const std::string value(arg.substr(std::strlen("--iterations=")));
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 1 || v > 1000) {
+        std::fprintf(stderr, "rocksdcp_bench: bad value in %s (1-1000)\n",
+                     argv[i]);
+        return false;
+      }
+      iterations = static_cast<int>(v);
     } else {
       if (arg == "--help") {
         std::printf(
@@ -92,7 +103,9 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "BM_ImportSafetensors on W1-W3\n"
             "  --piece_kib=N  every save cuts pieces of at most N KiB "
             "(max_piece_bytes;\n"
-            "               default 0, the library's default)\n\n");
+            "               default 0, the library's default)\n"
+            "  --iterations=N  iterations of every case but memcpy's "
+            "(default 3; 1 with --quick)\n\n");
       }
       argv[out++] = argv[i];
     }
@@ -103,8 +116,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
     config->w2_hidden = 256;
     config->w3_tensors = 5'000;
     config->w3_byte_items = 100;
+    config->w6_rows = 8'192;
     config->iterations = 1;
   }
+  if (iterations > 0) config->iterations = iterations;
   return true;
 }
 
@@ -143,6 +158,49 @@ std::string FreshDir(std::string_view name) {
 void RemoveDir(const std::string& dir) {
   std::error_code ec;
   fs::remove_all(dir, ec);  // Best effort: main removes the root anyway.
+}
+
+RocksDBWriterOptions WriterOptions(const Config& config) {
+  RocksDBWriterOptions options;
+  if (config.piece_kib > 0) {
+    options.max_piece_bytes = static_cast<uint64_t>(config.piece_kib) << 10;
+  }
+  return options;
+}
+
+ScratchStore::ScratchStore(std::string_view name, const StoreOptions& options)
+    : dir_(FreshDir(name)), options_(options) {
+  auto store = Store::Open(dir_, options);
+  status_ = store.status();
+  if (store.ok()) store_ = std::move(*store);
+}
+
+ScratchStore::~ScratchStore() {
+  store_.reset();
+  RemoveDir(dir_);
+}
+
+Status ScratchStore::ReopenCold() {
+  store_.reset();
+  ROCKSDCP_RETURN_IF_ERROR(DropDirCache(dir_));
+  ROCKSDCP_ASSIGN_OR_RETURN(store_, Store::Open(dir_, options_));
+  return Status::OK();
+}
+
+Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
+                 Status setup, const std::function<Status()>& load) {
+  Status s = std::move(setup);
+  if (s.ok()) s = load();
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  for (auto _ : state) {
+    if (cold) s = store.ReopenCold();
+    if (s.ok()) s = load();
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  return s;
 }
 
 uint64_t SplitMix64(uint64_t& state) {
@@ -280,6 +338,18 @@ void SetCounters(benchmark::State& state, uint64_t bytes, uint64_t items,
   state.counters["bytes"] = static_cast<double>(bytes);
   state.counters["wl"] = workload;
   if (cold >= 0) state.counters["cold"] = cold;
+}
+
+int64_t ProcWriteBytes() {
+  std::ifstream in("/proc/self/io");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("write_bytes:")) {
+      return std::strtoll(line.c_str() + std::strlen("write_bytes:"), nullptr,
+                          10);
+    }
+  }
+  return -1;
 }
 
 namespace {

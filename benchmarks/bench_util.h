@@ -3,8 +3,10 @@
 // measurement and the counters ratios.py pairs cases by.
 //
 // The cases: baselines_bench.cc (the baselines), workload_bench.cc (rocksdcp
-// on W1-W4, async save, the --rss_gib case), ranks_bench.cc (opt-in rank
-// scaling), tools_bench.cc (opt-in safetensors export and import); workloads.h the state dicts; bench_main.cc the order they run
+// on W1-W4, async save, the --rss_gib case), incremental_bench.cc
+// (incremental saves: W5, W6 and W2 changed between saves), ranks_bench.cc
+// (opt-in rank scaling), tools_bench.cc (opt-in safetensors export and
+// import); workloads.h the state dicts; bench_main.cc the order they run
 // in. benchmarks/README.md has the how-to.
 
 #ifndef ROCKSDCP_BENCHMARKS_BENCH_UTIL_H_
@@ -16,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,7 +53,10 @@ struct Config {
   int64_t w2_hidden = 1024;
   int w3_tensors = 50'000;
   int w3_byte_items = 1'000;
-  // Iterations of every case but the cheap memcpy baseline.
+  // W6's embedding rows (of 1024 fp32): 512 MiB at 131072, 32 MiB at 8192.
+  int64_t w6_rows = 131'072;
+  // Iterations of every case but the cheap memcpy baseline (--iterations=N
+  // sets it, for profiling one case).
   int iterations = 3;
 };
 
@@ -68,6 +74,8 @@ void RegisterRssBenchmarks(const Config& config);
 void RegisterRanksBenchmarks(const Config& config);
 // With --tools, on W1-W3 (tools_bench.cc).
 void RegisterToolsBenchmarks(const Config& config, int workload);
+// Incremental saves and their loads: W5, W6, W2 (incremental_bench.cc).
+void RegisterIncrementalBenchmarks(const Config& config);
 
 // A case: its state, and the program's flags.
 using CaseFn = void (*)(benchmark::State&, const Config&);
@@ -92,6 +100,43 @@ void RemoveTempRoot();
 std::string FreshDir(std::string_view name);
 // Best effort: RemoveTempRoot removes whatever this leaves.
 void RemoveDir(const std::string& dir);
+
+// Every save's writer options: the library's defaults, but --piece_kib.
+RocksDBWriterOptions WriterOptions(const Config& config);
+
+// A fresh store for one case, removed with its directory at the end.
+class ScratchStore {
+ public:
+  explicit ScratchStore(std::string_view name,
+                        const StoreOptions& options = {});
+  ~ScratchStore();
+  ScratchStore(const ScratchStore&) = delete;
+  ScratchStore& operator=(const ScratchStore&) = delete;
+
+  // A cold load, as a restarted trainer makes it: the store closed (so
+  // that nothing of it stays open or mapped), its files dropped from the
+  // page cache, and the store opened again.
+  Status ReopenCold();
+
+  const Status& status() const { return status_; }
+  Store& operator*() { return *store_; }
+  Store* operator->() { return store_.get(); }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  StoreOptions options_;
+  Status status_;
+  std::unique_ptr<Store> store_;
+};
+
+// The load cases' loop, after their setup (`setup` its status): one
+// untimed load, which checks the setup and, since RocksDB's SST writer
+// drops what it writes from the page cache, makes a warm run warm; then
+// one timed `load` per iteration, cold ones after ReopenCold. Returns the
+// first failure, which also ends the case.
+Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
+                 Status setup, const std::function<Status()>& load);
 
 // ---- Inputs ----
 
@@ -137,8 +182,14 @@ Status FsyncDir(const std::string& dir);
 
 // ---- Reporting ----
 
+// The bytes this process has caused to be written to storage so far, all
+// its threads included: `write_bytes` of /proc/self/io (counted as pages
+// are dirtied in the page cache, or written with O_DIRECT). -1 where the
+// kernel does not account it (no CONFIG_TASK_IO_ACCOUNTING).
+int64_t ProcWriteBytes();
+
 // Throughput, and the per-iteration facts ratios.py pairs cases by:
-// `workload` (1-4, 0 for the --rss_gib state dict), `bytes` and, for reads,
+// `workload` (1-6, 0 for the --rss_gib state dict), `bytes` and, for reads,
 // `cold` (< 0 means not a read).
 void SetCounters(benchmark::State& state, uint64_t bytes, uint64_t items,
                  int workload, int cold = -1);

@@ -21,7 +21,11 @@ Pairing (by the `wl` and `cold` counters each case reports):
       blocking_ratio counter);
   BM_TorchAdapterSave / BM_TorchAdapterLoad (rocksdcp_torch_bench) -> the
       raw baseline too, and their target against BM_TorchSave / BM_TorchLoad
-      of the same run and temperature.
+      of the same run and temperature;
+  BM_SaveChanged/wl:N/base:1 (an incremental save) -> BM_SaveChanged/wl:N/
+      base:0, the full save of the same state dict, changed the same way;
+      BM_LoadChanged/wl:5/cold:C/base:1 (a load of an incremental
+      checkpoint) -> base:0 at the same temperature.
 
 Targets (from the issue), checked on the cases with default options
 (reuse:1); the reuse:0 cases are the comparison the notes below the table
@@ -35,6 +39,12 @@ give:
   rocksdcp::torch save, load (T)     >= 2 x torch::save + fsync, torch::load
                                      of the same module and Adam state
                                      (rocksdcp_torch_bench; warm and cold)
+  incremental save, W5 (LoRA + norms) >= 4 x the full save's speed
+  incremental save, W2 all changed   >= 0.9 x the full save's speed
+  incremental save, W5 and W2        written_bytes <= 1.2 x changed_bytes
+                                     + 1 MiB (the table below the main one;
+                                     W6's is shown, with no target)
+  load of an incremental checkpoint  >= 0.9 x a full one's, warm and cold
   every rocksdcp save and load       RSS added <= memory budget (512 MiB)
 
 With --benchmark_repetitions, the median aggregate is used. Standard library
@@ -70,11 +80,21 @@ OPS = {
     "BM_TorchLoad": ("read", False),
     "BM_TorchAdapterSave": ("write", True),
     "BM_TorchAdapterLoad": ("read", True),
+    # Incremental saves (incremental_bench.cc), paired by their base arg.
+    "BM_SaveChanged": ("changed-save", True),
+    "BM_LoadChanged": ("changed-load", True),
 }
 
 W3_ITEMS_PER_S = 50_000
 WARM_GBPS = 4.0
 WARM_MEMCPY = 0.3
+MIB = 1 << 20
+# Incremental saves: the least speed against the full save of each
+# workload, and the most bytes written per changed byte, plus 1 MiB.
+INCREMENTAL_SPEEDUP = {5: 4.0, 2: 0.9}
+INCREMENTAL_LOAD = 0.9
+WRITTEN_PER_CHANGED = 1.2
+WRITTEN_CHECKED = (5, 2)
 
 
 def load_runs(path):
@@ -165,6 +185,20 @@ class Row:
         self.rss_check = ""
 
 
+def print_table(headers, align, table):
+    """A Markdown table, its columns padded."""
+    widths = [max(len(h), *(len(row[c]) for row in table)) for c, h in enumerate(headers)]
+
+    def line(cells):
+        return "| " + " | ".join(format(c, a + str(w)) for c, a, w in zip(cells, align, widths)) + " |"
+
+    print(line(headers))
+    print("|" + "|".join(("-" * (w + 1) + ":") if a == ">" else ("-" * (w + 2))
+                         for a, w in zip(align, widths)) + "|")
+    for row in table:
+        print(line(row))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", help="rocksdcp_bench --benchmark_format=json output")
@@ -187,6 +221,13 @@ def main():
         # Cases with default options (reuse:1) only.
         for r in rows:
             if (r.op == op and r.wl == wl and r.error is None and r.args.get("reuse", 1) == 1
+                    and (cold is None or r.cold == cold)):
+                return r
+        return None
+
+    def find_changed(op, wl, base, cold=None):
+        for r in rows:
+            if (r.op == op and r.wl == wl and r.error is None and r.args.get("base") == base
                     and (cold is None or r.cold == cold)):
                 return r
         return None
@@ -218,6 +259,16 @@ def main():
         elif r.kind == "async":
             r.vs = "sync Save, same case"
             r.ratio = r.entry.get("blocking_ratio")
+        elif r.kind == "changed-save":
+            if r.args.get("base") == 1:
+                pair(r, find_changed(r.op, r.wl, 0))
+            else:
+                r.vs = "(full save)"
+        elif r.kind == "changed-load":
+            if r.args.get("base") == 1:
+                pair(r, find_changed(r.op, r.wl, 0, r.cold))
+            else:
+                r.vs = "(full checkpoint)"
 
         # The issue's targets.
         if r.op == "BM_Save" and r.wl in (1, 2) and r.args.get("reuse", 1) == 1:
@@ -246,6 +297,16 @@ def main():
                 x = r.bps / theirs.bps
                 check(r, x >= 2.0, ">= 2x torch::" + ("load" if r.op.endswith("Load") else "save"),
                       "{:.2f}x".format(x))
+        elif (r.op == "BM_SaveChanged" and r.args.get("base") == 1
+              and r.wl in INCREMENTAL_SPEEDUP and r.ratio is not None):
+            want = INCREMENTAL_SPEEDUP[r.wl]
+            full = find_changed(r.op, r.wl, 0)
+            detail = "{:.0f} against {:.0f} ms".format(r.entry.get("save_ms", 0),
+                                                        full.entry.get("save_ms", 0))
+            check(r, r.ratio >= want, ">= {:g}x full save".format(want), detail)
+        elif r.op == "BM_LoadChanged" and r.args.get("base") == 1 and r.ratio is not None:
+            check(r, r.ratio >= INCREMENTAL_LOAD,
+                  ">= {:g}x full checkpoint".format(INCREMENTAL_LOAD))
         elif r.op == "BM_AsyncSaveW2" and r.ratio is not None:
             detail = "{:.0f} of {:.0f} ms".format(r.entry.get("blocking_ms", 0),
                                                   r.entry.get("sync_save_ms", 0))
@@ -268,20 +329,46 @@ def main():
                       fmt(r.entry.get("peak_rss_mib"), ".0f"),
                       fmt(r.entry.get("rss_added_mib"), ".0f"), r.vs, fmt(r.ratio, ".2f"),
                       r.target, r.result, r.rss_check))
-    widths = [max(len(h), *(len(row[c]) for row in table)) for c, h in enumerate(headers)]
-
-    def line(cells):
-        return "| " + " | ".join(format(c, a + str(w)) for c, a, w in zip(cells, align, widths)) + " |"
-
     if context:
         quick = context.get("rocksdcp_bench.quick") == "true"
         print("# {} on {} CPUs{}".format(context.get("date", "?"), context.get("num_cpus", "?"),
                                         ", --quick (targets not meaningful)" if quick else ""))
-    print(line(headers))
-    print("|" + "|".join(("-" * (w + 1) + ":") if a == ">" else ("-" * (w + 2))
-                         for a, w in zip(align, widths)) + "|")
-    for row in table:
-        print(line(row))
+    print_table(headers, align, table)
+
+    # Incremental saves: what they wrote, next to the full saves.
+    written_checks = []
+    incremental = []
+    for wl in sorted({r.wl for r in rows if r.op == "BM_SaveChanged"},
+                     key=lambda w: (w != 5, w != 6, w)):
+        full = find_changed("BM_SaveChanged", wl, 0)
+        incr = find_changed("BM_SaveChanged", wl, 1)
+        if incr is None or "written_bytes" not in incr.entry:
+            continue
+        e = incr.entry
+        changed = e.get("changed_bytes", 0)
+        pieces = e.get("changed_piece_bytes", changed)
+        written = e["written_bytes"]
+        limit = WRITTEN_PER_CHANGED * changed + MIB
+        if wl in WRITTEN_CHECKED:
+            ok = written <= limit
+            written_checks.append(ok)
+            result = "{} ({:.1f} of {:.1f} MiB)".format("PASS" if ok else "MISS",
+                                                        written / MIB, limit / MIB)
+        else:
+            result = "no target ({:.2f}x changed pieces + 1 MiB)".format(
+                written / (pieces + MIB))
+        incremental.append((
+            "W{}".format(wl), "{:.1f}".format(changed / MIB), "{:.1f}".format(pieces / MIB),
+            fmt(full and full.entry.get("save_ms"), ".0f"), fmt(e.get("save_ms"), ".0f"),
+            "/".join(fmt(e.get(k), ".0f")
+                     for k in ("before_write_ms", "write_ms", "after_write_ms")),
+            fmt(full and e.get("save_ms") and full.entry.get("save_ms", 0) / e["save_ms"],
+                ".2f"),
+            fmt(full and full.entry.get("written_bytes", 0) / MIB, ".1f"),
+            "{:.1f}".format(written / MIB), "{:.1f}".format(e.get("referenced_bytes", 0) / MIB),
+            "{}/{}".format(fmt(full and full.entry.get("store_bytes", 0) / MIB, ".0f"),
+                           fmt(e.get("store_bytes") and e["store_bytes"] / MIB, ".0f")),
+            "{:.2f}".format(written / (changed + MIB)), result))
 
     # What one row can't say.
     notes = []
@@ -305,14 +392,34 @@ def main():
                              e.get("blocking_ms", 0), e.get("commit_ms", 0),
                              e.get("sync_save_ms", 0), e.get("staged_mib", 0),
                              e.get("live_mib", 0)))
-    checks = [r.result.split(" ")[0] for r in rows if r.result] + [r.rss_check for r in rows if r.rss_check]
+    checks = ([r.result.split(" ")[0] for r in rows if r.result]
+              + [r.rss_check for r in rows if r.rss_check]
+              + ["PASS" if ok else "MISS" for ok in written_checks])
+    written = ""
+    if written_checks:
+        written = "; written bytes: {} PASS, {} MISS".format(written_checks.count(True),
+                                                             written_checks.count(False))
     notes.append("targets: {} PASS, {} MISS (throughput and time: {} PASS, {} MISS; "
-                 "RSS: {} PASS, {} MISS)".format(
+                 "RSS: {} PASS, {} MISS{})".format(
                      checks.count("PASS"), checks.count("MISS"),
                      sum(1 for r in rows if r.result.startswith("PASS")),
                      sum(1 for r in rows if r.result.startswith("MISS")),
                      sum(1 for r in rows if r.rss_check == "PASS"),
-                     sum(1 for r in rows if r.rss_check == "MISS")))
+                     sum(1 for r in rows if r.rss_check == "MISS"), written))
+    if incremental:
+        print()
+        print("Incremental saves (BM_SaveChanged, per save; the incremental save's phases: "
+              "before its first piece, writing, after WriteData; written: /proc/self/io "
+              "write_bytes; store: its files after the last step):")
+        print()
+        print_table(("workload", "changed MiB", "in changed pieces MiB", "full ms",
+                     "incremental ms", "before / write / after ms", "full / incr time",
+                     "written full MiB",
+                     "written incr MiB", "referenced MiB", "store MiB full/incr",
+                     "written / (changed + 1 MiB)",
+                     "written <= 1.2 x changed + 1 MiB"),
+                    ("<", ">", ">", ">", ">", ">", ">", ">", ">", ">", ">", ">", "<"),
+                    incremental)
     print()
     for n in notes:
         print("- " + n)

@@ -48,49 +48,6 @@ double Seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-// A fresh store for one case, removed with its directory at the end.
-class ScratchStore {
- public:
-  explicit ScratchStore(std::string_view name, const StoreOptions& options = {})
-      : dir_(FreshDir(name)), options_(options) {
-    auto store = Store::Open(dir_, options);
-    status_ = store.status();
-    if (store.ok()) store_ = std::move(*store);
-  }
-  // A cold load, as a restarted trainer makes it: the store closed (so
-  // that nothing of it stays open or mapped), its files dropped from the
-  // page cache, and the store opened again.
-  Status ReopenCold() {
-    store_.reset();
-    ROCKSDCP_RETURN_IF_ERROR(DropDirCache(dir_));
-    ROCKSDCP_ASSIGN_OR_RETURN(store_, Store::Open(dir_, options_));
-    return Status::OK();
-  }
-  ~ScratchStore() {
-    store_.reset();
-    RemoveDir(dir_);
-  }
-  const Status& status() const { return status_; }
-  Store& operator*() { return *store_; }
-  Store* operator->() { return store_.get(); }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-  StoreOptions options_;
-  Status status_;
-  std::unique_ptr<Store> store_;
-};
-
-// Every save's writer options: the library's defaults, but --piece_kib.
-RocksDBWriterOptions WriterOptions(const Config& config) {
-  RocksDBWriterOptions options;
-  if (config.piece_kib > 0) {
-    options.max_piece_bytes = static_cast<uint64_t>(config.piece_kib) << 10;
-  }
-  return options;
-}
-
 Status SaveOnce(Store& store, const StateDict& dict, const std::string& id,
                 const Config& config) {
   ROCKSDCP_ASSIGN_OR_RETURN(auto writer,
@@ -101,27 +58,6 @@ Status SaveOnce(Store& store, const StateDict& dict, const std::string& id,
 Status LoadOnce(Store& store, StateDict& dict, const std::string& id) {
   ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store.NewReader());
   return Load(&dict, *reader, {.checkpoint_id = id});
-}
-
-// The load cases' loop, after their setup (`setup` its status): one
-// untimed load, which checks the setup and, since RocksDB's SST writer
-// drops what it writes from the page cache, makes a warm run warm; then
-// one timed `load` per iteration, cold ones after ReopenCold. Returns the
-// first failure, which also ends the case.
-Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
-                 Status setup, const std::function<Status()>& load) {
-  Status s = std::move(setup);
-  if (s.ok()) s = load();
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  for (auto _ : state) {
-    if (cold) s = store.ReopenCold();
-    if (s.ok()) s = load();
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
-  return s;
 }
 
 // Args: wl, reuse.

@@ -97,6 +97,50 @@ WorkloadSpec W3Spec(int tensors, int byte_items) {
   return spec;
 }
 
+WorkloadSpec W5Spec(int64_t hidden, int64_t lora_rank) {
+  const int64_t h = hidden;
+  const int64_t r = lora_rank;
+  constexpr DType f32 = DType::kFloat32;
+  WorkloadSpec spec = W2Spec(hidden);
+  spec.id = 5;
+  for (int l = 0; l < 28; ++l) {
+    // 840 KiB per layer at hidden 1024, rank 64.
+    spec.tensors.push_back({Layer(l, "input_layernorm.weight"), f32, {h}});
+    spec.tensors.push_back(
+        {Layer(l, "post_attention_layernorm.weight"), f32, {h}});
+    spec.tensors.push_back(
+        {Layer(l, "self_attn.q_proj.lora_A.weight"), f32, {r, h}});
+    spec.tensors.push_back(
+        {Layer(l, "self_attn.q_proj.lora_B.weight"), f32, {h, r}});
+    spec.tensors.push_back(
+        {Layer(l, "self_attn.v_proj.lora_A.weight"), f32, {r, h}});
+    spec.tensors.push_back(
+        {Layer(l, "self_attn.v_proj.lora_B.weight"), f32, {h / 4, r}});
+  }
+  spec.tensors.push_back({"model.norm.weight", f32, {h}});
+  return spec;
+}
+
+bool IsW5Trainable(const TensorSpec& tensor) {
+  const std::string& f = tensor.fqn;
+  return f.find(".lora_") != std::string::npos ||
+         f.ends_with("norm.weight");
+}
+
+WorkloadSpec W6Spec(int64_t rows) {
+  constexpr DType f32 = DType::kFloat32;
+  WorkloadSpec spec;
+  spec.id = 6;
+  spec.tensors.push_back({"embedding.weight", f32, {rows, kW6Cols}});
+  spec.tensors.push_back({"dense.0.weight", f32, {1024, 1024}});
+  spec.tensors.push_back({"dense.0.bias", f32, {1024}});
+  spec.tensors.push_back({"dense.1.weight", f32, {256, 1024}});
+  spec.tensors.push_back({"dense.1.bias", f32, {256}});
+  spec.tensors.push_back({"dense.2.weight", f32, {1, 256}});
+  spec.tensors.push_back({"dense.2.bias", f32, {1}});
+  return spec;
+}
+
 WorkloadSpec SpecFor(int id, const Config& config) {
   switch (id) {
     case 1:
@@ -106,6 +150,10 @@ WorkloadSpec SpecFor(int id, const Config& config) {
       return W2Spec(config.w2_hidden);
     case 3:
       return W3Spec(config.w3_tensors, config.w3_byte_items);
+    case 5:
+      return W5Spec(config.w2_hidden, config.w2_hidden / 16);
+    case 6:
+      return W6Spec(config.w6_rows);
     default: {
       WorkloadSpec spec = W1Spec(static_cast<uint64_t>(config.rss_gib) << 30);
       spec.id = 0;
@@ -250,7 +298,7 @@ WorkloadData& GetWorkload(int id, const Config& config) {
     DropWorkload();
     g_current = std::make_unique<WorkloadData>(
         SpecFor(id, config), 1'000'003ull * static_cast<uint64_t>(id + 1),
-        /*with_dest=*/id != 0);
+        /*with_dest=*/id != 0 && id != 6);
     g_current_id = id;
   }
   return *g_current;

@@ -11,9 +11,19 @@
 //   W4  W2 saved by 2 thread ranks, each holding half the rows of every
 //       tensor, and loaded by 3 (a resharded load). It has no data of its
 //       own: its shards are views of W2's buffers.
+//   W5  a frozen backbone under fine-tuning: W2 plus, per layer, the two
+//       RMSNorm weights and LoRA A/B matrices of rank hidden/16 on q_proj
+//       and v_proj, and the final norm, all fp32: 2.2% of its 1.02 GiB
+//       (367 tensors). Between saves only those change.
+//   W6  a sparse embedding: one [131072, 1024] fp32 table (512 MiB) and a
+//       small dense MLP (5 MiB, 6 tensors). Between saves 1% of the
+//       table's rows change, at random, and the dense model.
 //
 // Sizes come from Config (--quick shrinks them). The same arguments always
-// give the same names, shapes and bytes.
+// give the same names, shapes and bytes. The incremental cases
+// (incremental_bench.cc) change a source's bytes between saves: they
+// compare what they load with the source, never with its seed, and W2's
+// drops its data when done, so that the next user of W2 gets its seed's.
 
 #ifndef ROCKSDCP_BENCHMARKS_WORKLOADS_H_
 #define ROCKSDCP_BENCHMARKS_WORKLOADS_H_
@@ -44,7 +54,7 @@ struct BytesSpec {
 };
 
 struct WorkloadSpec {
-  int id = 0;  // 1..3, or 0 for the --rss_gib state dict.
+  int id = 0;  // 1..3, 5, 6, or 0 for the --rss_gib state dict.
   std::vector<TensorSpec> tensors;
   std::vector<BytesSpec> byte_items;
 
@@ -59,7 +69,18 @@ WorkloadSpec W1Spec(uint64_t total_bytes);
 // REQUIRES: hidden is a multiple of 256.
 WorkloadSpec W2Spec(int64_t hidden);
 WorkloadSpec W3Spec(int tensors, int byte_items);
-// The spec of workload `id` (1..3, 4 gives W2's) at `config`'s sizes.
+// W2Spec(hidden) plus per layer `model.layers.N.{input,post_attention}_
+// layernorm.weight` [hidden] and `model.layers.N.self_attn.{q,v}_proj.
+// lora_{A,B}.weight` ([rank, hidden] and [out, rank]), and
+// `model.norm.weight`; all fp32. IsW5Trainable tells those from the rest.
+WorkloadSpec W5Spec(int64_t hidden, int64_t lora_rank);
+bool IsW5Trainable(const TensorSpec& tensor);
+// `embedding.weight` [rows, 1024] fp32, then the dense model:
+// `dense.{0,1,2}.{weight,bias}` of [1024, 1024], [256, 1024], [1, 256].
+WorkloadSpec W6Spec(int64_t rows);
+inline constexpr int64_t kW6Cols = 1024;
+// The spec of workload `id` (1..3, 5, 6; 4 gives W2's) at `config`'s
+// sizes.
 WorkloadSpec SpecFor(int id, const Config& config);
 
 // The memory of one state dict: a buffer per tensor (each its own
@@ -96,6 +117,9 @@ class StateData {
   // TakeBytes or Zero.
   std::vector<iovec> Payload();
 
+  // Tensor i's bytes (spec().tensors[i]), for the cases that change them.
+  uint8_t* tensor(size_t i) { return tensors_[i].get(); }
+
   const WorkloadSpec& spec() const { return spec_; }
   uint64_t total_bytes() const { return spec_.total_bytes(); }
   uint64_t items() const { return spec_.items(); }
@@ -114,7 +138,8 @@ struct WorkloadData {
         dest(with_dest ? std::make_unique<StateData>(spec, 0) : nullptr) {}
   const uint64_t seed;
   StateData source;
-  std::unique_ptr<StateData> dest;  // Null for the --rss_gib state dict.
+  // Null for the --rss_gib state dict and W6 (saved only).
+  std::unique_ptr<StateData> dest;
 };
 
 // The data of workload `id` (4 means W2's) at `config`'s sizes. The cases of
@@ -122,7 +147,7 @@ struct WorkloadData {
 // asking for another one frees the current one first, so that one
 // workload's memory at a time is resident and the RSS before each case is
 // that workload's (and its destination's), nothing else. `id` 0 is the
-// --rss_gib state dict, which has no destination.
+// --rss_gib state dict, which has no destination, nor has W6.
 WorkloadData& GetWorkload(int id, const Config& config);
 // Frees the current workload (main calls this at exit).
 void DropWorkload();
