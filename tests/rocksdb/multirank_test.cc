@@ -179,6 +179,40 @@ class MultiRankTest : public StoreTest {
     return n;
   }
 
+  // Saves "w" laid out as `layout` as checkpoint `id`, each rank but the
+  // coordinator in a follower store of its own, as MPI ranks in other
+  // processes do (no DB; only the coordinator's store is read-write). The
+  // coordinator's writer gets `coordinator_options`, the others
+  // max_piece_bytes = 16.
+  void SaveWithFollowers(const std::string& id,
+                         const std::vector<std::vector<Box>>& layout,
+                         int coordinator,
+                         const RocksDBWriterOptions& coordinator_options) {
+    const int n = static_cast<int>(layout.size());
+    std::vector<Status> results(n);
+    RunRanks(n, coordinator, [&](int r, Collective& c) {
+      std::unique_ptr<Store> own;
+      Store* store = store_.get();
+      if (r != coordinator) {
+        StoreOptions fo;
+        fo.follower = true;
+        auto opened = Store::Open(store_path(), fo);
+        ASSERT_OK(opened);
+        own = std::move(opened).value();
+        store = own.get();
+      }
+      auto writer = store->NewWriter(r == coordinator
+                                         ? coordinator_options
+                                         : RocksDBWriterOptions{
+                                               .max_piece_bytes = 16});
+      ASSERT_OK(writer);
+      StateDict sd = SaveDictFor(layout[r]);
+      results[r] =
+          Save(sd, **writer, {.checkpoint_id = id, .collective = &c}).status();
+    });
+    for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << "rank " << r;
+  }
+
   OwnedTensor global_;
   OwnedTensor replicated_;
 };
@@ -227,29 +261,7 @@ TEST_F(MultiRankTest, RanksHoldingNoShard) {
 }
 
 TEST_F(MultiRankTest, FollowerStoresWriteForTheCoordinator) {
-  // As MPI ranks in other processes do: followers open the store as
-  // followers (no DB), only the coordinator's store is read-write.
-  const int n = 3;
-  const auto layout = Rows(kRows, kCols, n);
-  std::vector<Status> results(n);
-  RunRanks(n, 0, [&](int r, Collective& c) {
-    std::unique_ptr<Store> own;
-    Store* store = store_.get();
-    if (r != 0) {
-      StoreOptions fo;
-      fo.follower = true;
-      auto opened = Store::Open(store_path(), fo);
-      ASSERT_OK(opened);
-      own = std::move(opened).value();
-      store = own.get();
-    }
-    auto writer = store->NewWriter({.max_piece_bytes = 16});
-    ASSERT_OK(writer);
-    StateDict sd = SaveDictFor(layout[r]);
-    results[r] =
-        Save(sd, **writer, {.checkpoint_id = "f", .collective = &c}).status();
-  });
-  for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << "rank " << r;
+  SaveWithFollowers("f", Rows(kRows, kCols, 3), 0, {.max_piece_bytes = 16});
   ExpectLoadsAs("f", Cols(kRows, kCols, 2));
   ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage(/*dry_run=*/true));
   EXPECT_THAT(gc.deleted_staging_files, IsEmpty());
@@ -259,31 +271,9 @@ TEST_F(MultiRankTest, FollowerStoresWriteForTheCoordinator) {
 // coordinator names the base; each follower learns the base's piece
 // hashes of its items from its plan, and references what did not change.
 TEST_F(MultiRankTest, FollowersSaveIncrementallyFromTheirPlans) {
-  const int n = 3;
-  const auto layout = Rows(kRows, kCols, n);
+  const auto layout = Rows(kRows, kCols, 3);
   auto save = [&](const std::string& id, const std::string& base) {
-    std::vector<Status> results(n);
-    RunRanks(n, 1, [&](int r, Collective& c) {
-      std::unique_ptr<Store> own;
-      Store* store = store_.get();
-      if (r != 1) {
-        StoreOptions fo;
-        fo.follower = true;
-        auto opened = Store::Open(store_path(), fo);
-        ASSERT_OK(opened);
-        own = std::move(opened).value();
-        store = own.get();
-      }
-      RocksDBWriterOptions options;
-      options.max_piece_bytes = 16;
-      if (r == 1) options.base = base;
-      auto writer = store->NewWriter(options);
-      ASSERT_OK(writer);
-      StateDict sd = SaveDictFor(layout[r]);
-      results[r] =
-          Save(sd, **writer, {.checkpoint_id = id, .collective = &c}).status();
-    });
-    for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << "rank " << r;
+    SaveWithFollowers(id, layout, 1, {.base = base, .max_piece_bytes = 16});
   };
   save("a", "");
   // The last byte of the last rank's rows (3 rows of 24 bytes, in pieces

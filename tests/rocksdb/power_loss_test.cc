@@ -83,6 +83,45 @@ class PowerLossTest : public FaultFsStoreTest {
     return steps.size();
   }
 
+  // Runs `steps` once to count the operations that change the disk (into
+  // *total), then again with the power cut after each of about 150 of
+  // them, checking the store after each cut. Returns the cuts made; counts
+  // in *interrupted the cuts by how many steps had completed. Stops at the
+  // first failure.
+  uint64_t SweepPowerCuts(const std::vector<Step>& steps,
+                          std::vector<uint64_t>* interrupted,
+                          uint64_t* total_out) {
+    Expected expected;
+    fs_->ResetCounts();
+    EXPECT_EQ(RunWorkload(steps, &expected), steps.size());
+    const uint64_t total = fs_->Count(kOpMutating);
+    *total_out = total;
+    EXPECT_OK(OpenStore());
+    EXPECT_TRUE(CheckStore(expected));
+    CloseStore();
+    RemoveStore();
+    interrupted->assign(steps.size() + 1, 0);
+    const uint64_t stride = SweepStride(total, 150);
+    uint64_t cuts = 0;
+    for (uint64_t n = 0; n < total; n += stride) {
+      SCOPED_TRACE("power cut after operation " + std::to_string(n) + " of " +
+                   std::to_string(total));
+      fs_->CutPowerAfter(n);
+      // Should the run do fewer operations than the counted one (RocksDB's
+      // background work varies), the power goes after its clean close.
+      const size_t done = RunWorkload(steps, &expected);
+      ++(*interrupted)[done];
+      ++cuts;
+      EXPECT_OK(fs_->SimulatePowerLoss());
+      EXPECT_OK(OpenStore());
+      EXPECT_TRUE(CheckStore(expected)) << "after " << done << " steps";
+      CloseStore();
+      RemoveStore();
+      if (::testing::Test::HasFailure()) break;
+    }
+    return cuts;
+  }
+
   // Removes the store behind the FaultFs's back, for the next run.
   void RemoveStore() {
     fs_->AssumeDurable();
@@ -97,35 +136,10 @@ TEST_F(PowerLossTest, EveryCutKeepsCommittedAndHidesUncommitted) {
       {Step::kSave, "c", 4, 2},      {Step::kGc, ""},
       {Step::kOverwrite, "c", 5, 2}, {Step::kDelete, "a"},
   };
-  // A run without a cut, to count the operations to sweep.
-  Expected expected;
-  fs_->ResetCounts();
-  ASSERT_EQ(RunWorkload(steps, &expected), steps.size());
-  const uint64_t total = fs_->Count(kOpMutating);
+  std::vector<uint64_t> interrupted;
+  uint64_t total = 0;
+  const uint64_t cuts = SweepPowerCuts(steps, &interrupted, &total);
   ASSERT_GT(total, 50u);
-  ASSERT_OK(OpenStore());
-  ASSERT_TRUE(CheckStore(expected));
-  CloseStore();
-  RemoveStore();
-
-  const uint64_t stride = SweepStride(total, 150);
-  uint64_t cuts = 0;
-  std::vector<uint64_t> interrupted(steps.size() + 1);
-  for (uint64_t n = 0; n < total; n += stride) {
-    SCOPED_TRACE("power cut after operation " + std::to_string(n) + " of " +
-                 std::to_string(total));
-    fs_->CutPowerAfter(n);
-    // Should the run do fewer operations than the counted one (RocksDB's
-    // background work varies), the power goes after its clean close.
-    const size_t done = RunWorkload(steps, &expected);
-    ++interrupted[done];
-    ++cuts;
-    ASSERT_OK(fs_->SimulatePowerLoss());
-    ASSERT_OK(OpenStore());
-    ASSERT_TRUE(CheckStore(expected)) << "after " << done << " steps";
-    CloseStore();
-    RemoveStore();
-  }
   std::cout << "[ FIGURES  ] power cuts simulated: " << cuts << " (of " << total
             << " operations; cuts per step reached:";
   for (uint64_t c : interrupted) std::cout << " " << c;
@@ -150,29 +164,9 @@ TEST_F(PowerLossTest, EveryCutDuringIncrementalSavesKeepsReferencesWhole) {
       {Step::kOverwrite, "c", 1, 1, "c"},
       {Step::kDelete, "b"},
   };
-  Expected expected;
-  fs_->ResetCounts();
-  ASSERT_EQ(RunWorkload(steps, &expected), steps.size());
-  const uint64_t total = fs_->Count(kOpMutating);
-  ASSERT_OK(OpenStore());
-  ASSERT_TRUE(CheckStore(expected));
-  CloseStore();
-  RemoveStore();
-
-  const uint64_t stride = SweepStride(total, 150);
-  uint64_t cuts = 0;
-  for (uint64_t n = 0; n < total; n += stride) {
-    SCOPED_TRACE("power cut after operation " + std::to_string(n) + " of " +
-                 std::to_string(total));
-    fs_->CutPowerAfter(n);
-    const size_t done = RunWorkload(steps, &expected);
-    ++cuts;
-    ASSERT_OK(fs_->SimulatePowerLoss());
-    ASSERT_OK(OpenStore());
-    ASSERT_TRUE(CheckStore(expected)) << "after " << done << " steps";
-    CloseStore();
-    RemoveStore();
-  }
+  std::vector<uint64_t> interrupted;
+  uint64_t total = 0;
+  const uint64_t cuts = SweepPowerCuts(steps, &interrupted, &total);
   std::cout << "[ FIGURES  ] power cuts simulated: " << cuts << " (of " << total
             << " operations)\n";
   EXPECT_GE(cuts, std::min<uint64_t>(total, 100));
