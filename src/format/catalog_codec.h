@@ -4,6 +4,7 @@
 #ifndef ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_
 #define ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -54,6 +55,13 @@ struct StorageInfo {
   // kReferencingStorageInfoFormatVersion when sources is not empty.
   std::vector<std::string> sources;
   std::vector<uint32_t> piece_sources;
+
+  // The payload bytes of piece `p`: piece_bytes, or what is left of
+  // length for the last piece.
+  // REQUIRES: p < num_pieces, of a decoded (self-consistent) info.
+  uint64_t PieceLength(uint32_t p) const {
+    return std::min(piece_bytes, length - uint64_t{p} * piece_bytes);
+  }
 
   // The column family that holds piece `p` (its sources entry), or
   // nullptr for the checkpoint's own.

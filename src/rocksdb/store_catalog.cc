@@ -64,7 +64,8 @@ Result<std::map<std::string, CheckpointInfo>> StoreImpl::ReadCatalog() {
   return catalog;
 }
 
-void StoreImpl::AccountLocked(std::map<std::string, CheckpointInfo>& catalog) {
+void StoreImpl::AccountLocked(std::map<std::string, CheckpointInfo>& catalog,
+                              const std::string* only) {
   // Who holds and who references each column family.
   std::map<std::string, int> holders, referrers;
   // While an entry is damaged, Delete drops nothing (see DropUnkeptLocked).
@@ -82,7 +83,7 @@ void StoreImpl::AccountLocked(std::map<std::string, CheckpointInfo>& catalog) {
     return it == cfs_.end() ? 0 : DiskBytes(it->second.get());
   };
   for (auto& [id, info] : catalog) {
-    if (!info.damage.empty()) continue;
+    if (!info.damage.empty() || (only != nullptr && id != *only)) continue;
     info.stored_bytes = stored(info.column_family);
     if (damaged) continue;
     info.freed_by_delete = referrers.count(info.column_family) > 0 ||
@@ -122,7 +123,7 @@ Result<CheckpointInfo> StoreImpl::Info(std::string_view id) {
   // What a delete would free depends on every other entry.
   ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
   std::lock_guard<std::mutex> lock(mu_);
-  AccountLocked(catalog);
+  AccountLocked(catalog, &c.info.id);
   auto it = catalog.find(c.info.id);
   if (it != catalog.end() && it->second.damage.empty() &&
       it->second.column_family == c.info.column_family) {
@@ -134,6 +135,11 @@ Result<CheckpointInfo> StoreImpl::Info(std::string_view id) {
 
 void StoreImpl::UnpinColumnFamilies(const std::vector<std::string>& names) {
   std::lock_guard<std::mutex> lock(mu_);
+  UnpinLocked(names);
+}
+
+void StoreImpl::UnpinLocked(const std::vector<std::string>& names) {
+  // One pin each: other saves may pin the same column family.
   for (const std::string& name : names) {
     auto it = pinned_cfs_.find(name);
     if (it != pinned_cfs_.end()) pinned_cfs_.erase(it);

@@ -262,10 +262,7 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   // and so do the old column family and the base, unless a checkpoint
   // (this one, maybe) references them. One that is not dropped is GC's.
   std::vector<std::string> candidates = std::move(req.pinned);
-  for (const std::string& name : candidates) {
-    auto it = pinned_cfs_.find(name);
-    if (it != pinned_cfs_.end()) pinned_cfs_.erase(it);
-  }
+  UnpinLocked(candidates);
   if (!old_cf.empty() && old_cf != cf_name) candidates.push_back(old_cf);
   DropUnkeptLocked(candidates);
   return info;

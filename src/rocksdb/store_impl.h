@@ -245,12 +245,16 @@ class StoreImpl final : public Store {
   // those it references, and those pinned by saves in progress.
   // Corruption if a catalog entry is damaged: what it named is unknown.
   Result<std::set<std::string>> KeptColumnFamiliesLocked();
+  // Releases one pin (LookupCommitted's pin_for_save) of each of `names`.
+  void UnpinLocked(const std::vector<std::string>& names);
   // Drops each of `candidates` that is not kept; leaves them all to GC if
   // the catalog can't tell (errors are GC's too).
   void DropUnkeptLocked(const std::vector<std::string>& candidates);
   // Fills stored_bytes and freed_by_delete of the sound entries of
-  // `catalog` (the whole catalog).
-  void AccountLocked(std::map<std::string, CheckpointInfo>& catalog);
+  // `catalog` (the whole catalog), or, with `only`, of that id's entry
+  // alone (each entry's costs a look at the files of its column families).
+  void AccountLocked(std::map<std::string, CheckpointInfo>& catalog,
+                     const std::string* only = nullptr);
   Result<std::map<std::string, CheckpointInfo>> ReadCatalog();
 
   const std::string path_;

@@ -104,9 +104,7 @@ Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes,
     unsigned __int128 own = info->length;
     for (uint32_t p = 0; p < info->piece_sources.size(); ++p) {
       if (info->piece_sources[p] == 0) continue;
-      const uint64_t offset = uint64_t{p} * info->piece_bytes;
-      const uint64_t length =
-          std::min(info->piece_bytes, info->length - offset);
+      const uint64_t length = info->PieceLength(p);
       own -= length;
       // The name outlives `info`: the source's map key holds it.
       auto source = sources.find(*info->SourceOf(p));
@@ -199,8 +197,7 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
   }
   const format::PieceHeader& h = out->header;
   const uint64_t offset = uint64_t{p} * item.info.piece_bytes;
-  const uint64_t length =
-      std::min(item.info.piece_bytes, item.info.length - offset);
+  const uint64_t length = item.info.PieceLength(p);
   const bool tensor = item.info.kind == format::ItemKind::kTensor;
   const bool matches = h.kind == item.info.kind && h.piece == p &&
                        h.num_pieces == item.info.num_pieces &&
@@ -256,9 +253,7 @@ Status VerifyPieceOrReference(StoreImpl& store, const CommittedCheckpoint& c,
     return Status::Corruption("the piece's reference names key " +
                               Quote(ref.key) + ", not its own");
   }
-  const uint64_t offset = uint64_t{p} * item.info.piece_bytes;
-  const uint64_t length =
-      std::min(item.info.piece_bytes, item.info.length - offset);
+  const uint64_t length = item.info.PieceLength(p);
   if (ref.byte_length != length || ref.hash != item.info.piece_hashes[p]) {
     return Status::Corruption("the piece's reference records " +
                               std::to_string(ref.byte_length) +

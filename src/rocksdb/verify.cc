@@ -372,9 +372,7 @@ class StoreVerifier {
       value_.Reset();
       const rocksdb::Status s =
           store_->db()->Get(ro, c.cf.get(), key_, &value_);
-      const uint64_t offset = uint64_t{p} * stored.info.piece_bytes;
-      const uint64_t length =
-          std::min(stored.info.piece_bytes, stored.info.length - offset);
+      const uint64_t length = stored.info.PieceLength(p);
       if (!s.ok() && !s.IsNotFound() && !IsDamage(s)) {
         return FromRocksDB(s, PieceWhere(index, stored, p));
       }

@@ -324,9 +324,7 @@ Status RocksDBStorageWriterImpl::Finish(
       }
       for (uint32_t p = 0; p < info->piece_sources.size(); ++p) {
         if (info->piece_sources[p] == 0) continue;
-        const uint64_t offset = uint64_t{p} * info->piece_bytes;
-        request.info.referenced_bytes +=
-            std::min(info->piece_bytes, info->length - offset);
+        request.info.referenced_bytes += info->PieceLength(p);
       }
       auto [it, inserted] = metadata->storage_data.emplace(
           r.index, format::EncodeStorageInfo(*info));
