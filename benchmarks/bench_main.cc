@@ -5,6 +5,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <optional>
+#include <string>
+
 #include "bench_util.h"
 #include "workloads.h"
 
@@ -18,6 +21,7 @@ int main(int argc, char** argv) {
 
   for (int workload : {1, 2, 3}) {
     bench::RegisterBaselineBenchmarks(config, workload);
+    bench::RegisterRawIoBenchmarks(config, workload);
     bench::RegisterWorkloadBenchmarks(config, workload);
     bench::RegisterToolsBenchmarks(config, workload);
   }
@@ -26,7 +30,13 @@ int main(int argc, char** argv) {
   if (config.ranks) bench::RegisterRanksBenchmarks(config);
   benchmark::AddCustomContext("rocksdcp_bench.quick",
                               config.quick ? "true" : "false");
+  std::optional<bench::BusyMachine> busy;
+  if (config.busy) busy.emplace();
+  benchmark::AddCustomContext(
+      "rocksdcp_bench.busy_processes",
+      std::to_string(busy.has_value() ? busy->processes() : 0));
   benchmark::RunSpecifiedBenchmarks();
+  busy.reset();
   benchmark::Shutdown();
   bench::DropWorkload();
   bench::RemoveTempRoot();

@@ -2,18 +2,23 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -47,6 +52,8 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
     const std::string_view arg = argv[i];
     if (arg == "--quick") {
       config->quick = true;
+    } else if (arg == "--busy") {
+      config->busy = true;
     } else if (arg == "--ranks") {
       config->ranks = true;
     } else if (arg == "--tools") {
@@ -97,6 +104,8 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "  --rss_gib=N  also save and load an N GiB state dict and report "
             "the RSS rocksdcp adds\n"
             "               (BM_RssSave, BM_RssLoad; default 0, off)\n"
+            "  --busy       run every case beside one spinning process per "
+            "CPU\n"
             "  --ranks      also run BM_SaveRanks / BM_LoadRanks on 1, 2, 4 "
             "thread ranks\n"
             "  --tools      also run BM_ExportSafetensors / "
@@ -281,6 +290,23 @@ Status TransferAll(int fd, const std::vector<iovec>& iov, Op op,
 
 }  // namespace
 
+BusyMachine::BusyMachine() {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  for (long i = 0; i < std::max(1L, cpus); ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      volatile uint64_t x = 0;
+      for (;;) x = x + 1;
+    }
+    if (pid > 0) pids_.push_back(pid);
+  }
+}
+
+BusyMachine::~BusyMachine() {
+  for (int pid : pids_) ::kill(pid, SIGKILL);
+  for (int pid : pids_) ::waitpid(pid, nullptr, 0);
+}
+
 Status WriteFileFsync(const std::string& path, const std::vector<iovec>& iov) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return Errno("open", path);
@@ -366,7 +392,53 @@ double StatusMiB(std::string_view field) {
   return -1;
 }
 
+// RssAnon and RssFile now, in MiB: resident minus shared, and shared, of
+// /proc/self/statm (shared counts file-backed and shmem pages).
+void AnonFileMiB(double* anon, double* file) {
+  static const double page_mib =
+      static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20);
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  unsigned long size = 0, resident = 0, shared = 0;
+  const int got =
+      f ? std::fscanf(f, "%lu %lu %lu", &size, &resident, &shared) : 0;
+  if (f) std::fclose(f);
+  *anon = got == 3 ? (resident - shared) * page_mib : -1;
+  *file = got == 3 ? shared * page_mib : -1;
+}
+
 }  // namespace
+
+// The sampler behind RssMeter's anonymous and file-backed peaks.
+struct RssMeter::Sampler {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  double anon_before = 0, file_before = 0;
+  double anon_peak = 0, file_peak = 0;
+  std::thread thread;
+
+  void Sample() {
+    double anon = 0, file = 0;
+    AnonFileMiB(&anon, &file);
+    std::lock_guard<std::mutex> lock(mu);
+    anon_peak = std::max(anon_peak, anon);
+    file_peak = std::max(file_peak, file);
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stop) return;
+      stop = true;
+    }
+    cv.notify_all();
+    thread.join();
+    Sample();
+  }
+};
+
+RssMeter::~RssMeter() {
+  if (sampler_) sampler_->Stop();
+}
 
 RssMeter::RssMeter() {
   ::malloc_trim(0);
@@ -384,6 +456,21 @@ RssMeter::RssMeter() {
     return;
   }
   before_mib_ = StatusMiB("VmRSS:");
+  sampler_ = std::make_shared<Sampler>();
+  AnonFileMiB(&sampler_->anon_before, &sampler_->file_before);
+  sampler_->anon_peak = sampler_->anon_before;
+  sampler_->file_peak = sampler_->file_before;
+  Sampler* sp = sampler_.get();
+  sampler_->thread = std::thread([sp] {
+    std::unique_lock<std::mutex> lock(sp->mu);
+    while (!sp->stop) {
+      lock.unlock();
+      sp->Sample();
+      lock.lock();
+      // A sampling period, not a synchronisation: Stop wakes it at once.
+      sp->cv.wait_for(lock, std::chrono::milliseconds(2));
+    }
+  });
 }
 
 void RssMeter::Report(benchmark::State& state,
@@ -392,6 +479,15 @@ void RssMeter::Report(benchmark::State& state,
   const double peak = StatusMiB("VmHWM:");
   state.counters[prefix + "peak_rss_mib"] = peak;
   state.counters[prefix + "rss_added_mib"] = peak - before_mib_;
+  if (!sampler_) return;
+  double anon_now = 0, file_now = 0;
+  AnonFileMiB(&anon_now, &file_now);
+  sampler_->Stop();
+  state.counters[prefix + "anon_added_mib"] =
+      sampler_->anon_peak - sampler_->anon_before;
+  state.counters[prefix + "file_added_mib"] =
+      sampler_->file_peak - sampler_->file_before;
+  state.counters[prefix + "file_kept_mib"] = file_now - sampler_->file_before;
 }
 
 }  // namespace rocksdcp::bench

@@ -45,6 +45,9 @@ struct Config {
   // --piece_kib=N: RocksDBWriterOptions::max_piece_bytes for every save
   // (0: the library's default).
   int64_t piece_kib = 0;
+  // --busy: every case runs while one spinning process per core keeps the
+  // CPUs busy (BusyMachine), as on a node where the trainer computes.
+  bool busy = false;
 
   // Derived from the flags by ParseOwnFlags.
   // W1's bytes, and the ranks cases'.
@@ -68,6 +71,8 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config);
 // Registration, called by main in the order the cases run: every case of a
 // workload together, so that its data is built once (workloads.h).
 void RegisterBaselineBenchmarks(const Config& config, int workload);
+// The best raw writes and cold reads (raw_io_bench.cc), after those.
+void RegisterRawIoBenchmarks(const Config& config, int workload);
 // W2's also registers W4 and the async save.
 void RegisterWorkloadBenchmarks(const Config& config, int workload);
 void RegisterRssBenchmarks(const Config& config);
@@ -87,6 +92,22 @@ benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
 // What every case sets: a fixed iteration count, wall-clock time (this is
 // I/O), milliseconds.
 void SetCommon(benchmark::internal::Benchmark* b, int iterations);
+
+// ---- A busy machine ----
+
+// While alive, one child process per online CPU spins at the default
+// priority (--busy); the destructor kills and reaps them.
+class BusyMachine {
+ public:
+  BusyMachine();
+  ~BusyMachine();
+  BusyMachine(const BusyMachine&) = delete;
+  BusyMachine& operator=(const BusyMachine&) = delete;
+  int processes() const { return static_cast<int>(pids_.size()); }
+
+ private:
+  std::vector<int> pids_;
+};
 
 // ---- Scratch directories ----
 
@@ -201,16 +222,26 @@ void SetCounters(benchmark::State& state, uint64_t bytes, uint64_t items,
 // kernel's high-water mark of RSS (VmHWM) to the current RSS by writing "5"
 // to /proc/self/clear_refs. Report then sets `peak_rss_mib` (VmHWM since)
 // and `rss_added_mib` (that minus the RSS at the start, which includes the
-// state dict and the load destination).
+// state dict and the load destination). A thread samples /proc/self/statm
+// every 2 ms meanwhile, for the peaks of anonymous memory (RssAnon) and of
+// mapped file pages (RssFile, page cache the kernel can reclaim) above
+// their values at the start: `anon_added_mib` and `file_added_mib`
+// (sampled, so a peak shorter than 2 ms can be missed; VmHWM is exact for
+// their sum), and `file_kept_mib`, the file pages still mapped at Report.
 class RssMeter {
  public:
   RssMeter();
+  ~RssMeter();
+  RssMeter(const RssMeter&) = delete;
+  RssMeter& operator=(const RssMeter&) = delete;
   // Sets the counters under `prefix` ("" for the case's own).
   void Report(benchmark::State& state, const std::string& prefix = "") const;
   double before_mib() const { return before_mib_; }
 
  private:
+  struct Sampler;
   double before_mib_ = -1;
+  std::shared_ptr<Sampler> sampler_;
 };
 
 }  // namespace rocksdcp::bench
