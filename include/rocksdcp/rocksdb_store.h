@@ -441,6 +441,20 @@ struct RocksDBReaderOptions {
   // items sharing a block are read from the file once.
   // Default: true
   bool fill_cache = true;
+
+  // ---- Integrity ----
+
+  // Also verify RocksDB's checksum of every block a piece is read from.
+  // Off, every piece is still verified before any byte of it is used: its
+  // XXH3 over the payload, seeded with the hash of its key, the FlatBuffers
+  // verifier over its header, and the header against the metadata. The
+  // block checksum adds a second hash over the same bytes: a sixth of a
+  // warm load's CPU time (Debian's RocksDB computes XXH64 with scalar
+  // code). Store::Verify and `rocksdcp verify` always check both. A block
+  // already in the store's block cache (fill_cache) is not read again, so
+  // not checked again either.
+  // Default: false
+  bool verify_block_checksums = false;
 };
 
 // Counters of one reader, cumulative since it was made.

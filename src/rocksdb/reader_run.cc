@@ -152,7 +152,7 @@ Status RocksDBStorageReaderImpl::FetchPiece(Worker& worker,
   worker.key = keys::PieceKey(pr.ri->storage_index, p);
   rocksdb::ReadOptions ro;
   ro.fill_cache = options_.fill_cache;
-  ro.verify_checksums = true;
+  ro.verify_checksums = options_.verify_block_checksums;
   if (pr.item.info.SourceOf(p) != nullptr) {
     // Referenced: straight from where the storage info says it is.
     Status s = ReadReferencedPiece(*store_, *checkpoint_, ro, worker.key,
@@ -179,7 +179,7 @@ Status RocksDBStorageReaderImpl::VerifyPiece(Worker& worker,
   // would otherwise spend much of its time formatting it.
   rocksdb::ReadOptions ro;
   ro.fill_cache = options_.fill_cache;
-  ro.verify_checksums = true;
+  ro.verify_checksums = options_.verify_block_checksums;
   Status verified = VerifyPieceOrReference(
       *store_, *checkpoint_, ro, s,
       std::string_view(value.data(), value.size()), key, pr.ri->storage_index,
@@ -296,7 +296,7 @@ Status RocksDBStorageReaderImpl::ReadBatch(Run& run, Worker& worker,
   }
   rocksdb::ReadOptions ro;
   ro.fill_cache = options_.fill_cache;
-  ro.verify_checksums = true;
+  ro.verify_checksums = options_.verify_block_checksums;
   store_->db()->MultiGet(ro, checkpoint_->cf.get(), n, worker.key_slices.data(),
                          worker.values.data(), worker.statuses.data());
   Status status;

@@ -234,6 +234,30 @@ TEST_F(CorruptionTest, FlippedBytesInPiecesAreAllFoundAndNeverLoaded) {
   ExpectOthersLoadBitExact();
 }
 
+// A load verifies each piece by its own XXH3; RocksDB's block checksum
+// only when asked (verify_block_checksums), which then finds the same
+// damage first. (In that order: a block read without its checksum
+// verified stays in the store's block cache, and is not read again.)
+TEST_F(CorruptionTest, ALoadChecksBlockChecksumsOnlyWhenAsked) {
+  DamagePieces({{kW, 6}});
+  OpenStore();
+  for (bool blocks : {true, false}) {
+    SCOPED_TRACE(blocks ? "verify_block_checksums" : "default");
+    VictimState into = MakeVictim(/*zero=*/true);
+    ASSERT_OK_AND_ASSIGN(auto reader,
+                         store_->NewReader({.verify_block_checksums = blocks}));
+    LoadOptions lo;
+    lo.checkpoint_id = kVictim;
+    EXPECT_THAT(
+        Load(&into.dict, *reader, lo),
+        StatusIs(StatusCode::kCorruption,
+                 AllOf(HasSubstr("'w@[0, 0]'"), HasSubstr("piece 6 of 12"),
+                       HasSubstr(blocks ? "block checksum mismatch"
+                                        : "checksum mismatch: stored XXH3"))));
+    ExpectNoWrongBytes(into);
+  }
+}
+
 TEST_F(CorruptionTest, ReadOnlyStoreVerifiesTheSame) {
   const std::set<PieceId> damaged = {{kW, 0}, {kOpt, 2}};
   DamagePieces(damaged);
