@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -73,7 +74,8 @@ Status ValidateShardedTensor(const std::string& fqn, const ShardedTensor& st) {
     }
     for (size_t j = 0; j < i; ++j) {
       if (st.local_shards[j].offsets == shard.offsets) {
-        return bad("two local shards are at " + util::ShapeString(shard.offsets));
+        return bad("two local shards are at " +
+                   util::ShapeString(shard.offsets));
       }
     }
   }
@@ -103,30 +105,65 @@ std::string KindName(const ItemShape& s) {
 // Checks that the ranks agree on what each fqn is (bytes or a tensor, and
 // its dtype and global size), and that replicated copies of one index are
 // the same chunk. dedup_save_plans would otherwise keep one copy silently.
+// Maps keyed by an item's index in place, never by a copy: a plan of many
+// small items (an optimizer's state) spent a third of its save's CPU time
+// copying indices into maps and freeing them.
+struct IndexPtrHash {
+  size_t operator()(const MetadataIndex* i) const {
+    return MetadataIndexHash()(*i);
+  }
+};
+struct IndexPtrEq {
+  bool operator()(const MetadataIndex* a, const MetadataIndex* b) const {
+    return *a == *b;
+  }
+};
+template <typename V>
+using IndexMap =
+    std::unordered_map<const MetadataIndex*, V, IndexPtrHash, IndexPtrEq>;
+
+size_t CountItems(const std::vector<SavePlan>& plans) {
+  size_t n = 0;
+  for (const SavePlan& plan : plans) n += plan.items.size();
+  return n;
+}
+
+ItemShape ShapeOf(const WriteItem& item, size_t rank) {
+  ItemShape shape{static_cast<int>(rank),
+                  item.type == WriteItemType::kByteIO,
+                  DType::kFloat32,
+                  {}};
+  if (!shape.is_bytes) {
+    shape.dtype = item.tensor_data->properties.dtype;
+    shape.size = item.tensor_data->size;
+  }
+  return shape;
+}
+
 Status CheckPlansAgree(const std::vector<SavePlan>& plans) {
-  std::unordered_map<std::string, ItemShape> shapes;
-  std::unordered_map<MetadataIndex, const WriteItem*, MetadataIndexHash> seen;
+  // Keyed by views of the items' fqns, which outlive the map.
+  std::unordered_map<std::string_view, ItemShape> shapes;
+  IndexMap<const WriteItem*> seen;
+  seen.reserve(CountItems(plans));
   for (size_t rank = 0; rank < plans.size(); ++rank) {
     for (const WriteItem& item : plans[rank].items) {
       const std::string& fqn = item.index.fqn;
       const bool is_bytes = item.type == WriteItemType::kByteIO;
       if (!is_bytes && !item.tensor_data) {
-        return Status::InvalidArgument("item " + util::Quote(item.index.ToString()) +
-                                       " on rank " + std::to_string(rank) +
-                                       " is a tensor without tensor_data");
+        return Status::InvalidArgument(
+            "item " + util::Quote(item.index.ToString()) + " on rank " +
+            std::to_string(rank) + " is a tensor without tensor_data");
       }
-      ItemShape shape{static_cast<int>(rank), is_bytes, DType::kFloat32, {}};
-      if (!is_bytes) {
-        shape.dtype = item.tensor_data->properties.dtype;
-        shape.size = item.tensor_data->size;
-      }
-      auto [it, inserted] = shapes.try_emplace(fqn, shape);
-      const ItemShape& first = it->second;
-      auto ranks = [&](const std::string& a, const std::string& b) {
-        return a + " on rank " + std::to_string(first.rank) + " but " + b +
-               " on rank " + std::to_string(rank);
-      };
-      if (!inserted) {
+      auto [it, inserted] = shapes.try_emplace(fqn);
+      if (inserted) {
+        it->second = ShapeOf(item, rank);
+      } else {
+        const ItemShape& first = it->second;
+        const ItemShape shape = ShapeOf(item, rank);
+        auto ranks = [&](const std::string& a, const std::string& b) {
+          return a + " on rank " + std::to_string(first.rank) + " but " + b +
+                 " on rank " + std::to_string(rank);
+        };
         if (first.is_bytes != shape.is_bytes) {
           return Status::InvalidArgument(
               "item " + util::Quote(fqn) + " is " +
@@ -139,12 +176,13 @@ Status CheckPlansAgree(const std::vector<SavePlan>& plans) {
                     std::string(DTypeName(shape.dtype))));
         }
         if (!is_bytes && first.size != shape.size) {
-          return Status::InvalidArgument(
-              "item " + util::Quote(fqn) + " has global size " +
-              ranks(util::ShapeString(first.size), util::ShapeString(shape.size)));
+          return Status::InvalidArgument("item " + util::Quote(fqn) +
+                                         " has global size " +
+                                         ranks(util::ShapeString(first.size),
+                                               util::ShapeString(shape.size)));
         }
       }
-      auto [dup, fresh] = seen.try_emplace(item.index, &item);
+      auto [dup, fresh] = seen.try_emplace(&item.index, &item);
       if (!fresh && !is_bytes &&
           !(dup->second->tensor_data->chunk == item.tensor_data->chunk)) {
         return Status::InvalidArgument(
@@ -164,53 +202,82 @@ Status CheckPlansAgree(const std::vector<SavePlan>& plans) {
 // count as 1, as in DCP. Without dedup, a repeated index is an error.
 Result<std::vector<SavePlan>> DedupPlans(std::vector<SavePlan> plans,
                                          bool dedup) {
-  // Ranks planning each index, ascending, and the indices in first-seen
-  // order.
-  std::unordered_map<MetadataIndex, std::vector<int>, MetadataIndexHash>
-      ranks_of;
-  std::vector<const WriteItem*> order;
+  // Per index: the first and last rank planning it, how many do, and the
+  // one chosen to write it.
+  struct Planned {
+    int first = -1;
+    int last = -1;
+    int count = 0;
+    int owner = -1;
+  };
+  IndexMap<Planned> planned;
+  planned.reserve(CountItems(plans));
+  std::vector<const WriteItem*> order;  // Indices in first-seen order.
+  bool replicated = false;
+  for (size_t rank = 0; rank < plans.size(); ++rank) {
+    const int r = static_cast<int>(rank);
+    for (const WriteItem& item : plans[rank].items) {
+      Planned& p = planned[&item.index];
+      if (p.count == 0) {
+        order.push_back(&item);
+        p.first = r;
+      } else if (p.last == r) {
+        return Status::InvalidArgument(
+            "item " + util::Quote(item.index.ToString()) +
+            " appears twice in the plan of rank " + std::to_string(rank));
+      } else if (!dedup) {
+        return Status::InvalidArgument(
+            "item " + util::Quote(item.index.ToString()) +
+            " is planned by ranks " + std::to_string(p.first) + " and " +
+            std::to_string(rank) +
+            "; enable dedup_replicated to write it once");
+      }
+      replicated = replicated || p.count > 0;
+      p.last = r;
+      ++p.count;
+    }
+  }
+  if (!replicated) return plans;  // Every index has its one writer.
+
+  // The ranks planning each replicated index, ascending.
+  IndexMap<std::vector<int>> ranks_of;
   for (size_t rank = 0; rank < plans.size(); ++rank) {
     for (const WriteItem& item : plans[rank].items) {
-      auto [it, inserted] = ranks_of.try_emplace(item.index);
-      if (inserted) order.push_back(&item);
-      std::vector<int>& ranks = it->second;
-      if (!ranks.empty() && ranks.back() == static_cast<int>(rank)) {
-        return Status::InvalidArgument("item " + util::Quote(item.index.ToString()) +
-                                       " appears twice in the plan of rank " +
-                                       std::to_string(rank));
-      }
-      ranks.push_back(static_cast<int>(rank));
-      if (!dedup && ranks.size() > 1) {
-        return Status::InvalidArgument(
-            "item " + util::Quote(item.index.ToString()) + " is planned by ranks " +
-            std::to_string(ranks[0]) + " and " + std::to_string(rank) +
-            "; enable dedup_replicated to write it once");
+      if (planned.find(&item.index)->second.count > 1) {
+        ranks_of[&item.index].push_back(static_cast<int>(rank));
       }
     }
   }
-  if (!dedup) return plans;
-
   std::vector<uint64_t> planned_bytes(plans.size(), 0);
-  std::unordered_map<MetadataIndex, int, MetadataIndexHash> owner;
   for (const WriteItem* item : order) {
-    const std::vector<int>& ranks = ranks_of[item->index];
-    int pick = ranks[0];
-    for (int r : ranks) {
-      if (planned_bytes[r] < planned_bytes[pick]) pick = r;
+    Planned& p = planned.find(&item->index)->second;
+    int pick = p.first;
+    if (p.count > 1) {
+      for (int r : ranks_of.find(&item->index)->second) {
+        if (planned_bytes[r] < planned_bytes[pick]) pick = r;
+      }
     }
     const uint64_t size = item->TensorStorageSize();
     planned_bytes[pick] += size == 0 ? 1 : size;
-    owner.emplace(item->index, pick);
+    p.owner = pick;
+  }
+  // Which items each rank keeps, decided before any item moves: the map's
+  // keys point into the items.
+  std::vector<std::vector<bool>> keep(plans.size());
+  for (size_t rank = 0; rank < plans.size(); ++rank) {
+    for (const WriteItem& item : plans[rank].items) {
+      keep[rank].push_back(planned.find(&item.index)->second.owner ==
+                           static_cast<int>(rank));
+    }
   }
   std::vector<SavePlan> out(plans.size());
   for (size_t rank = 0; rank < plans.size(); ++rank) {
     out[rank].storage_data = std::move(plans[rank].storage_data);
     out[rank].planner_data = std::move(plans[rank].planner_data);
     out[rank].usable = plans[rank].usable;
-    for (WriteItem& item : plans[rank].items) {
-      if (owner[item.index] == static_cast<int>(rank)) {
-        out[rank].items.push_back(std::move(item));
-      }
+    for (size_t i = 0; i < plans[rank].items.size(); ++i) {
+      if (keep[rank][i])
+        out[rank].items.push_back(std::move(plans[rank].items[i]));
     }
   }
   return out;
