@@ -201,13 +201,24 @@ Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
   Status s = std::move(setup);
   if (s.ok()) s = load();
   if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  double reopen_ms = 0;
   for (auto _ : state) {
-    if (cold) s = store.ReopenCold();
+    if (cold) {
+      const auto start = std::chrono::steady_clock::now();
+      s = store.ReopenCold();
+      reopen_ms += std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+    }
     if (s.ok()) s = load();
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
       break;
     }
+  }
+  if (cold && state.iterations() > 0) {
+    state.counters["reopen_ms"] =
+        reopen_ms / static_cast<double>(state.iterations());
   }
   return s;
 }
