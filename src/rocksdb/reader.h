@@ -6,16 +6,19 @@
 // piece of a tensor box that spans several pieces, one per other item, and
 // one per run of consecutive small items, which are fetched with one
 // MultiGet (one pass over the index). Up to read_threads threads (the
-// caller's among them) take tasks in plan order, each fetching through
-// PinnableSlices of its own: at most one large piece, or one run of small
-// items, per thread at a time.
+// caller's among them) each take a contiguous share of the tasks, of about
+// equal bytes, and run it in plan order, so that each region of the
+// checkpoint's files has one reader going forwards and the kernel's
+// readahead follows it; a thread done with its share takes the second half
+// of the largest one left. Each fetches through PinnableSlices of its own:
+// at most one large piece, or one run of small items, per thread at a time.
 //
 // Errors: what the first pass finds (metadata that does not match the plan,
 // a destination the planner refuses for a box spanning several pieces) is
 // returned before any byte is read. After that, the error returned is that
 // of the earliest task in plan order that failed, as a sequential read
-// would return: tasks are taken in order and threads stop taking them after
-// an error, so every earlier task has run by the time the threads are
+// would return: after an error the threads skip every later task but run
+// every earlier one, so all of those have run by the time the threads are
 // joined. Items of later tasks may have been loaded meanwhile; a piece that
 // fails verification never reaches its destination.
 
@@ -117,7 +120,9 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   // How many threads to read `tasks` with, given the largest piece.
   int ThreadsFor(const std::vector<Task>& tasks, uint64_t payload_bytes,
                  uint64_t max_piece_bytes) const;
-  void Work(Run& run, Worker& worker);
+  void Work(Run& run, size_t thread, Worker& worker);
+  // What a task reads, in payload bytes, to share tasks by.
+  static uint64_t TaskBytes(const Run& run, const Task& task);
   Status RunTask(Run& run, Worker& worker, const Task& task);
   // Adds the task for `pr`, or appends it to the batch the last task is.
   static void AddTask(const PlannedRead& pr, uint32_t index,

@@ -10,6 +10,7 @@
 
 #include "keys/keys.h"
 #include "rocksdb/reader.h"
+#include "util/partition.h"
 #include "util/strided.h"
 
 namespace rocksdcp {
@@ -27,24 +28,72 @@ struct RocksDBStorageReaderImpl::Run {
     if (progress_callback) progress_callback(progress);
   }
 
-  // Keeps the error of the earliest task: tasks are taken in order, so once
-  // every thread has stopped, that is the error a sequential read in plan
-  // order would have returned.
+  // Keeps the error of the earliest task. Threads skip the tasks after it
+  // but run every task before it, so once they have stopped, that is the
+  // error a sequential read in plan order would have returned.
   void Fail(size_t task, Status s) {
     std::lock_guard<std::mutex> lock(mu);
     if (task < error_task) {
       error_task = task;
       error = std::move(s);
+      first_error.store(task, std::memory_order_relaxed);
     }
-    failed.store(true, std::memory_order_relaxed);
+  }
+
+  // Cuts the tasks into one contiguous share per thread, of about equal
+  // bytes.
+  void Share(int threads, const std::vector<uint64_t>& task_bytes) {
+    if (!task_bytes.empty()) {
+      const std::vector<size_t> bounds = util::SplitByWeight(
+          task_bytes, std::min<size_t>(threads, task_bytes.size()));
+      for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+        shares.emplace_back(bounds[i], bounds[i + 1]);
+      }
+    }
+    shares.resize(threads, {0, 0});
+  }
+
+  // The next task of thread `i`: the first of its share; once that is
+  // done, the second half of the largest share left (taken from its end,
+  // so that both are read forwards). False when no task is left.
+  bool Claim(size_t i, size_t* task) {
+    std::lock_guard<std::mutex> lock(claim_mu);
+    std::pair<size_t, size_t>& mine = shares[i];
+    if (mine.first == mine.second) {
+      size_t most = 0;
+      size_t largest = 0;
+      for (size_t j = 0; j < shares.size(); ++j) {
+        const size_t left = shares[j].second - shares[j].first;
+        if (left > most) {
+          most = left;
+          largest = j;
+        }
+      }
+      if (most == 0) return false;
+      std::pair<size_t, size_t>& theirs = shares[largest];
+      const size_t mid = theirs.first + most / 2;
+      mine = {mid, theirs.second};
+      theirs.second = mid;
+    }
+    *task = mine.first++;
+    return true;
   }
 
   LoadPlanner& planner;
   const ProgressCallback& progress_callback;
   std::unique_ptr<PlannedRead[]> reads;
   std::vector<Task> tasks;
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
+  // The earliest failed task so far (tasks after it are skipped).
+  std::atomic<size_t> first_error{std::numeric_limits<size_t>::max()};
+
+  std::mutex claim_mu;  // Guards shares.
+  // Per thread, the [begin, end) of plan tasks it reads in order, so that
+  // each region of the checkpoint's files is read by one thread at a time,
+  // front to back, and the kernel's readahead follows each. (Handing out
+  // tasks one at a time in plan order interleaved the threads' reads of
+  // one file, and cold loads ran at 0.4-0.67x a raw read, against
+  // 0.69-0.84x with shares.)
+  std::vector<std::pair<size_t, size_t>> shares;
 
   std::mutex mu;  // Guards the members below.
   Progress progress;
@@ -319,6 +368,15 @@ Status RocksDBStorageReaderImpl::ReadBatch(Run& run, Worker& worker,
   return status;
 }
 
+uint64_t RocksDBStorageReaderImpl::TaskBytes(const Run& run, const Task& task) {
+  if (task.batch > 0) return task.batch_bytes;
+  const PlannedRead& pr = run.reads[task.read];
+  if (pr.ri->type == LoadItemType::kTensor && pr.split) {
+    return pr.item.info.PieceLength(task.piece);
+  }
+  return std::max<uint64_t>(pr.bytes, 1);
+}
+
 Status RocksDBStorageReaderImpl::RunTask(Run& run, Worker& worker,
                                          const Task& task) {
   if (task.batch > 0) return ReadBatch(run, worker, task);
@@ -328,10 +386,10 @@ Status RocksDBStorageReaderImpl::RunTask(Run& run, Worker& worker,
   return ReadWholeTensor(run, worker, pr);
 }
 
-void RocksDBStorageReaderImpl::Work(Run& run, Worker& worker) {
-  while (!run.failed.load(std::memory_order_relaxed)) {
-    const size_t t = run.next.fetch_add(1, std::memory_order_relaxed);
-    if (t >= run.tasks.size()) break;
+void RocksDBStorageReaderImpl::Work(Run& run, size_t thread, Worker& worker) {
+  size_t t = 0;
+  while (run.Claim(thread, &t)) {
+    if (t > run.first_error.load(std::memory_order_relaxed)) continue;
     Status s;
     try {
       s = RunTask(run, worker, run.tasks[t]);
@@ -373,20 +431,24 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
 
   const int threads =
       ThreadsFor(run.tasks, run.progress.bytes_total, max_piece);
+  std::vector<uint64_t> task_bytes;
+  task_bytes.reserve(run.tasks.size());
+  for (const Task& task : run.tasks) task_bytes.push_back(TaskBytes(run, task));
+  run.Share(threads, task_bytes);
   std::vector<Worker> workers(threads);
   std::vector<std::thread> helpers;
   helpers.reserve(threads - 1);
   for (int i = 1; i < threads; ++i) {
     try {
       helpers.emplace_back(
-          [this, &run, &workers, i] { Work(run, workers[i]); });
+          [this, &run, &workers, i] { Work(run, i, workers[i]); });
     } catch (const std::system_error&) {
-      break;  // No more threads to be had: read with those there are.
+      break;  // No more threads: the others take over its share.
     }
   }
   last_read_threads_.store(static_cast<uint32_t>(helpers.size() + 1),
                            std::memory_order_relaxed);
-  Work(run, workers[0]);
+  Work(run, 0, workers[0]);
   for (std::thread& t : helpers) t.join();
   return run.error;
 }

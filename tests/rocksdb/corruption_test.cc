@@ -258,6 +258,27 @@ TEST_F(CorruptionTest, ALoadChecksBlockChecksumsOnlyWhenAsked) {
   }
 }
 
+// Reader threads each take a share of the pieces; whichever share meets
+// its damage first, the load names the earliest damaged piece in plan
+// order, as a sequential read would, and no damaged byte lands.
+TEST_F(CorruptionTest, ALoadNamesTheEarliestDamagedPieceWhateverTheThreads) {
+  DamagePieces({{kW, 2}, {kW, 9}, {kW, 11}});
+  OpenStore();
+  for (int threads : {1, 2, 3, 4, 8}) {
+    SCOPED_TRACE(threads);
+    VictimState into = MakeVictim(/*zero=*/true);
+    ASSERT_OK_AND_ASSIGN(auto reader,
+                         store_->NewReader({.read_threads = threads}));
+    LoadOptions lo;
+    lo.checkpoint_id = kVictim;
+    EXPECT_THAT(Load(&into.dict, *reader, lo),
+                StatusIs(StatusCode::kCorruption,
+                         AllOf(HasSubstr("'w@[0, 0]'"),
+                               HasSubstr("piece 2 of 12"))));
+    ExpectNoWrongBytes(into);
+  }
+}
+
 TEST_F(CorruptionTest, ReadOnlyStoreVerifiesTheSame) {
   const std::set<PieceId> damaged = {{kW, 0}, {kOpt, 2}};
   DamagePieces(damaged);
