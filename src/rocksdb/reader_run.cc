@@ -91,8 +91,8 @@ struct RocksDBStorageReaderImpl::Run {
   // each region of the checkpoint's files is read by one thread at a time,
   // front to back, and the kernel's readahead follows each. (Handing out
   // tasks one at a time in plan order interleaved the threads' reads of
-  // one file, and cold loads ran at 0.4-0.67x a raw read, against
-  // 0.69-0.84x with shares.)
+  // one file: cold W2 loads ran at 0.41-0.67x a raw cold read, against
+  // 0.79-2.29x with shares; benchmarks/README.md.)
   std::vector<std::pair<size_t, size_t>> shares;
 
   std::mutex mu;  // Guards the members below.
