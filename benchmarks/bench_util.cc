@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,6 +307,8 @@ BusyMachine::BusyMachine() {
   for (long i = 0; i < std::max(1L, cpus); ++i) {
     const pid_t pid = ::fork();
     if (pid == 0) {
+      // Gone with the benchmark, however it ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       volatile uint64_t x = 0;
       for (;;) x = x + 1;
     }
