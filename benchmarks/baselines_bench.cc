@@ -66,11 +66,6 @@ constexpr uint64_t kPieceBytes = 8ull << 20;
 // memcpy takes a fraction of a second even at 1 GiB: more iterations.
 constexpr int kMemcpyIterations = 10;
 
-Status Errno(std::string_view what, const std::string& path) {
-  return Status::IOError(std::string(what) + " " + path + ": " +
-                         std::strerror(errno));
-}
-
 Status FromRocks(const rocksdb::Status& s) {
   return s.ok() ? Status::OK() : Status::IOError("rocksdb: " + s.ToString());
 }

@@ -33,12 +33,12 @@ namespace {
 // The per-process scratch directory, removed by main at exit.
 std::string g_temp_root;
 
+}  // namespace
+
 Status Errno(std::string_view what, const std::string& path) {
   return Status::IOError(std::string(what) + " " + path + ": " +
                          std::strerror(errno));
 }
-
-}  // namespace
 
 benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
                                          const Config& config) {

@@ -183,6 +183,9 @@ Status RunRanks(int ranks, const std::function<Status(int, Collective&)>& body);
 
 // ---- Raw file I/O ----
 
+// IOError "<what> <path>: <strerror(errno)>".
+Status Errno(std::string_view what, const std::string& path);
+
 // Writes `iov` in order to a new file at `path` (writev), fsyncs and closes
 // it.
 Status WriteFileFsync(const std::string& path, const std::vector<iovec>& iov);

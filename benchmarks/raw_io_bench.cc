@@ -51,11 +51,6 @@ namespace {
 constexpr size_t kBlock = 8u << 20;
 constexpr size_t kAlign = 4096;
 
-Status Errno(std::string_view what, const std::string& path) {
-  return Status::IOError(std::string(what) + " " + path + ": " +
-                         std::strerror(errno));
-}
-
 // The payload as one byte stream over its iovecs: copies any range of it
 // out of them (Gather) or into them (Scatter).
 class Stream {

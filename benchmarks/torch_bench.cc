@@ -100,11 +100,6 @@ void Report(benchmark::State& state, const TorchWorkload& w, int cold = -1) {
   SetCounters(state, w.bytes, w.tensors.size(), kWorkload, cold);
 }
 
-Status Errno(const char* what, const std::string& path) {
-  return Status::IOError(std::string(what) + " " + path + ": " +
-                         std::strerror(errno));
-}
-
 Status FsyncFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Errno("open", path);
