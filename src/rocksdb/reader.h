@@ -5,18 +5,20 @@
 // (one pass, on the calling thread), then cuts the plan into tasks: one per
 // piece of a tensor box that spans several pieces, one per other item, and
 // one per run of consecutive small items, which are fetched with one
-// MultiGet (one pass over the index). Up to read_threads threads (the
-// caller's among them) each take a contiguous share of the tasks, of about
-// equal bytes, and run it in plan order, so that each region of the
-// checkpoint's files has one reader going forwards and the kernel's
-// readahead follows it; a thread done with its share takes the second half
-// of the largest one left. Each fetches through PinnableSlices of its own:
-// at most one large piece, or one run of small items, per thread at a time.
+// MultiGet (one pass over the index). Items are taken in the store's key
+// order, which is the order of their pieces in the files. Up to
+// read_threads threads (the caller's among them) each take a contiguous
+// share of the tasks, of about equal bytes, and run it in order, so that
+// each region of the checkpoint's files has one reader going forwards and
+// the kernel's readahead follows it; a thread done with its share takes the
+// second half of the largest one left. Each fetches through PinnableSlices
+// of its own: at most one large piece, or one run of small items, per
+// thread at a time.
 //
 // Errors: what the first pass finds (metadata that does not match the plan,
 // a destination the planner refuses for a box spanning several pieces) is
 // returned before any byte is read. After that, the error returned is that
-// of the earliest task in plan order that failed, as a sequential read
+// of the earliest task in key order that failed, as a sequential read
 // would return: after an error the threads skip every later task but run
 // every earlier one, so all of those have run by the time the threads are
 // joined. Items of later tasks may have been loaded meanwhile; a piece that
@@ -113,6 +115,13 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   struct Run;  // The shared state of one ReadData.
 
   Status ReadDataSync(const LoadPlan& plan, LoadPlanner& planner);
+  // The plan's items in the store's key order (by the first key of the
+  // chunk each reads), which is the order of their pieces in the
+  // checkpoint's files. Reading in plan order instead jumped back and forth
+  // in the files wherever the two differ (layers.1 before layers.10 in
+  // key order, after it in a state dict), and the kernel's readahead
+  // restarted at every jump.
+  static std::vector<uint32_t> KeyOrder(const LoadPlan& plan);
   Result<Item> LookupItem(const MetadataIndex& index, bool tensor,
                           ChunkFinder& chunks) const;
   Status Plan(const ReadItem& ri, LoadPlanner& planner, ChunkFinder& chunks,

@@ -30,7 +30,7 @@ struct RocksDBStorageReaderImpl::Run {
 
   // Keeps the error of the earliest task. Threads skip the tasks after it
   // but run every task before it, so once they have stopped, that is the
-  // error a sequential read in plan order would have returned.
+  // error a sequential read in key order would have returned.
   void Fail(size_t task, Status s) {
     std::lock_guard<std::mutex> lock(mu);
     if (task < error_task) {
@@ -92,7 +92,8 @@ struct RocksDBStorageReaderImpl::Run {
   // front to back, and the kernel's readahead follows each. (Handing out
   // tasks one at a time in plan order interleaved the threads' reads of
   // one file: cold W2 loads ran at 0.41-0.67x a raw cold read, against
-  // 0.79-2.29x with shares; benchmarks/README.md.)
+  // 0.79-2.29x with shares; benchmarks/README.md.) Tasks are in key order,
+  // the order of the pieces in the files, not plan order: see KeyOrder.
   std::vector<std::pair<size_t, size_t>> shares;
 
   std::mutex mu;  // Guards the members below.
@@ -407,6 +408,22 @@ void RocksDBStorageReaderImpl::Work(Run& run, size_t thread, Worker& worker) {
   worker.referenced.Reset();
 }
 
+std::vector<uint32_t> RocksDBStorageReaderImpl::KeyOrder(const LoadPlan& plan) {
+  std::vector<std::pair<std::string, uint32_t>> keyed;
+  keyed.reserve(plan.items.size());
+  for (uint32_t i = 0; i < plan.items.size(); ++i) {
+    keyed.emplace_back(keys::PieceKey(plan.items[i].storage_index, 0), i);
+  }
+  // Stable: reads of one chunk keep their plan order.
+  std::stable_sort(
+      keyed.begin(), keyed.end(),
+      [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<uint32_t> order;
+  order.reserve(keyed.size());
+  for (const auto& k : keyed) order.push_back(k.second);
+  return order;
+}
+
 Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
                                               LoadPlanner& planner) {
   if (metadata_ == nullptr) {
@@ -419,9 +436,10 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
   run.tasks.reserve(n);
   uint64_t max_piece = 0;
   ChunkFinder chunks;
+  const std::vector<uint32_t> order = KeyOrder(plan);
   for (size_t i = 0; i < n; ++i) {
     PlannedRead& pr = run.reads[i];
-    ROCKSDCP_RETURN_IF_ERROR(Plan(plan.items[i], planner, chunks, &pr,
+    ROCKSDCP_RETURN_IF_ERROR(Plan(plan.items[order[i]], planner, chunks, &pr,
                                   static_cast<uint32_t>(i), &run.tasks));
     run.progress.bytes_total += pr.bytes;
     max_piece = std::max(

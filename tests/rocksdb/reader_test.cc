@@ -3,6 +3,7 @@
 // byte of a bad piece lands; errors and progress keep their sequential
 // meaning; and read buffers are recycled through the store's pool.
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <set>
@@ -224,7 +225,23 @@ class RefusingPlanner : public DefaultLoadPlanner {
   std::set<std::string> refuse_;
 };
 
-TEST_F(ReaderTest, FirstErrorInPlanOrderWinsWhateverTheThreads) {
+// Plans its items in reverse, as a state dict whose order is not the
+// store's key order would (torch's, in insertion order).
+class ReversingPlanner : public RefusingPlanner {
+ public:
+  using RefusingPlanner::RefusingPlanner;
+  Result<LoadPlan> CreateLocalPlan() override {
+    ROCKSDCP_ASSIGN_OR_RETURN(LoadPlan plan,
+                              DefaultLoadPlanner::CreateLocalPlan());
+    std::reverse(plan.items.begin(), plan.items.end());
+    return plan;
+  }
+};
+
+// A load reads in the store's key order (the order of the pieces in its
+// files), whatever the plan's order, and names the first failure in that
+// order, whatever the threads.
+TEST_F(ReaderTest, FirstErrorInKeyOrderWinsWhateverThePlanOrderAndThreads) {
   // Single-piece tensors too large to be batched: one task each.
   std::vector<OwnedTensor> saved;
   StateDict sd;
@@ -233,17 +250,35 @@ TEST_F(ReaderTest, FirstErrorInPlanOrderWinsWhateverTheThreads) {
     sd[fqn] = saved.back().view;
   }
   ASSERT_OK(SaveDict(sd, "e"));
-  for (int round = 0; round < 5; ++round) {
-    std::vector<OwnedTensor> into;
-    StateDict dest;
-    for (const auto& [fqn, value] : sd) {
-      into.push_back(ZeroTensor(DType::kFloat32, {80, 1024}));
-      dest[fqn] = into.back().view;
+  for (bool reverse : {false, true}) {
+    for (int threads : {1, 2, 4}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, reverse " +
+                   std::to_string(reverse));
+      std::vector<OwnedTensor> into;
+      StateDict dest;
+      for (const auto& [fqn, value] : sd) {
+        into.push_back(ZeroTensor(DType::kFloat32, {80, 1024}));
+        dest[fqn] = into.back().view;
+      }
+      RefusingPlanner forwards({"c", "f"});
+      ReversingPlanner backwards({"c", "f"});
+      LoadPlanner* planner = reverse ? &backwards : &forwards;
+      EXPECT_THAT(LoadWith(&dest, "e", Threads(threads), planner),
+                  StatusIs(StatusCode::kInvalidArgument,
+                           AllOf(HasSubstr("refused c"), HasSubstr("'e'"))));
     }
-    RefusingPlanner planner({"c", "f"});
-    EXPECT_THAT(LoadWith(&dest, "e", Threads(4), &planner),
-                StatusIs(StatusCode::kInvalidArgument,
-                         AllOf(HasSubstr("refused c"), HasSubstr("'e'"))));
+  }
+  // Without a failure, a reversed plan loads everything.
+  std::vector<OwnedTensor> into;
+  StateDict dest;
+  for (const auto& [fqn, value] : sd) {
+    into.push_back(ZeroTensor(DType::kFloat32, {80, 1024}));
+    dest[fqn] = into.back().view;
+  }
+  ReversingPlanner backwards(std::set<std::string>{});
+  ASSERT_OK(LoadWith(&dest, "e", Threads(2), &backwards));
+  for (size_t i = 0; i < saved.size(); ++i) {
+    EXPECT_TRUE(SameTensor(into[i].view, saved[i].view)) << i;
   }
 }
 
