@@ -417,8 +417,9 @@ struct RocksDBReaderOptions {
   // piece by piece) and fetches, verifies and copies through buffers of
   // its own, so that the steps of several pieces overlap, on cores and on
   // the disk. Each holds one piece at a time: threads beyond what
-  // memory_budget allows are not started. 0 picks one per hardware thread,
-  // but at most one per 32 MiB of the plan's payload.
+  // memory_budget allows are not started. 0 picks one per hardware thread
+  // and at least 4 (a thread waiting for the disk leaves its core to one
+  // that verifies), but at most one per 32 MiB of the plan's payload.
   // Default: 0
   int read_threads = 0;
 

@@ -25,6 +25,12 @@ constexpr uint64_t kBytesPerAutoThread = 32ull << 20;
 // and RocksDB's buffer adds its block trailer.
 constexpr uint64_t kPieceOverhead = 64ull << 10;
 constexpr int kMaxThreads = 64;
+// read_threads = 0 starts at least this many threads, whatever the core
+// count: a thread waiting for the disk leaves its core to one that
+// verifies and copies. On 2 cores, cold W1 and W2 loads ran at 0.73x and
+// 0.61x a buffered cold read with 2 threads, 0.82x and 0.82x with 4, and
+// 0.73x and 0.69x with 8 (medians of 4 runs; benchmarks/README.md).
+constexpr unsigned kMinAutoThreads = 4;
 // Items of one piece up to this size are fetched in batches: one MultiGet
 // of up to kBatchItems keys and kBatchBytes of payload. A batch pins the
 // blocks of all its values at once; those are at most the payload plus a
@@ -279,7 +285,8 @@ int RocksDBStorageReaderImpl::ThreadsFor(const std::vector<Task>& tasks,
                                          uint64_t max_piece_bytes) const {
   int n = options_.read_threads;
   if (n <= 0) {
-    n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    n = static_cast<int>(
+        std::max(kMinAutoThreads, std::thread::hardware_concurrency()));
     n = static_cast<int>(std::min<uint64_t>(
         n, std::max<uint64_t>(1, payload_bytes / kBytesPerAutoThread)));
   }
