@@ -36,6 +36,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -106,7 +107,9 @@ using AlignedBuffer = std::unique_ptr<uint8_t, AlignedFree>;
 
 AlignedBuffer NewBlockBuffer() {
   void* p = nullptr;
-  if (::posix_memalign(&p, kAlign, kBlock) != 0) return nullptr;
+  // Nothing to measure without it: fail loudly rather than write through
+  // a null buffer.
+  if (::posix_memalign(&p, kAlign, kBlock) != 0) throw std::bad_alloc();
   std::memset(p, 0, kBlock);  // Touched here, not in the timing loop.
   return AlignedBuffer(static_cast<uint8_t*>(p));
 }
