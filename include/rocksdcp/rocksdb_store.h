@@ -445,17 +445,20 @@ struct RocksDBReaderOptions {
 
   // ---- Integrity ----
 
-  // Also verify RocksDB's checksum of every block a piece is read from.
-  // Off, every piece is still verified before any byte of it is used: its
-  // XXH3 over the payload, seeded with the hash of its key, the FlatBuffers
-  // verifier over its header, and the header against the metadata. The
-  // block checksum adds a second hash over the same bytes: a sixth of a
-  // warm load's CPU time (Debian's RocksDB computes XXH64 with scalar
-  // code). Store::Verify and `rocksdcp verify` always check both. A block
-  // already in the store's block cache (fill_cache) is not read again, so
-  // not checked again either.
-  // Default: false
-  bool verify_block_checksums = false;
+  // Verify RocksDB's checksum of every block a piece is read from, before
+  // RocksDB parses the block. Every piece is verified as well, whatever
+  // this is, before any byte of it is used: its XXH3 over the payload,
+  // seeded with the hash of its key, the FlatBuffers verifier over its
+  // header, and the header against the metadata. Off saves a second hash
+  // of the same bytes (about a sixth of a warm load's CPU time), but then
+  // RocksDB parses unverified blocks, and a damaged one can crash the
+  // process inside RocksDB (Debian's librocksdb asserts on a malformed
+  // block entry): turn it off only for a store this process wrote and
+  // trusts. A block already in the store's block cache (fill_cache) is not
+  // read again, so not checked again either. Store::Verify and
+  // `rocksdcp verify` check both whatever this is.
+  // Default: true
+  bool verify_block_checksums = true;
 };
 
 // Counters of one reader, cumulative since it was made.

@@ -183,6 +183,14 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
     return Status::Corruption("reading key " + Quote(key) + ": " +
                               s.ToString());
   }
+  if (s.IsCorruption()) {
+    // RocksDB's block checksum, or its checks of the block's structure.
+    return Status::Corruption("reading key " + Quote(key) + ": " +
+                              s.ToString() +
+                              " (the store's file holding the piece is "
+                              "damaged; \"rocksdcp verify\" lists every "
+                              "damaged piece)");
+  }
   if (!s.ok()) return FromRocksDB(s, "reading key " + Quote(key));
   ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value, key));
   if (item.info.format_version >= format::kBoundStorageInfoFormatVersion &&

@@ -73,6 +73,14 @@ std::set<PieceId> BadPieces(const CheckpointVerifyReport& report) {
   return out;
 }
 
+// How a flipped byte turned out.
+struct FlipTally {
+  int refused_open = 0;
+  int caught = 0;
+  int harmless = 0;
+  int total() const { return refused_open + caught + harmless; }
+};
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
@@ -190,6 +198,9 @@ class CorruptionTest : public StoreTest {
     ExpectOthersLoadBitExact();
   }
 
+  void CheckFlip(const std::string& file, int64_t offset,
+                 FlipTally* tally);
+
   const VictimState victim_ = MakeVictim(/*zero=*/false);
 };
 
@@ -234,18 +245,20 @@ TEST_F(CorruptionTest, FlippedBytesInPiecesAreAllFoundAndNeverLoaded) {
   ExpectOthersLoadBitExact();
 }
 
-// A load verifies each piece by its own XXH3; RocksDB's block checksum
-// only when asked (verify_block_checksums), which then finds the same
-// damage first. (In that order: a block read without its checksum
-// verified stays in the store's block cache, and is not read again.)
-TEST_F(CorruptionTest, ALoadChecksBlockChecksumsOnlyWhenAsked) {
+// A load verifies RocksDB's block checksum (verify_block_checksums, on
+// by default), which finds damage first, and each piece by its own XXH3,
+// which finds the same damage when the block checksum is turned off. (In
+// that order: a block read without its checksum verified stays in the
+// store's block cache, and is not read again.)
+TEST_F(CorruptionTest, ALoadChecksBlockChecksumsUnlessTurnedOff) {
   DamagePieces({{kW, 6}});
   OpenStore();
   for (bool blocks : {true, false}) {
-    SCOPED_TRACE(blocks ? "verify_block_checksums" : "default");
+    SCOPED_TRACE(blocks ? "default" : "verify_block_checksums = false");
     VictimState into = MakeVictim(/*zero=*/true);
-    ASSERT_OK_AND_ASSIGN(auto reader,
-                         store_->NewReader({.verify_block_checksums = blocks}));
+    RocksDBReaderOptions options;
+    if (!blocks) options.verify_block_checksums = false;
+    ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader(options));
     LoadOptions lo;
     lo.checkpoint_id = kVictim;
     EXPECT_THAT(
@@ -299,14 +312,52 @@ TEST_F(CorruptionTest, MaxProblemsCapsTheListNotTheCount) {
   EXPECT_FALSE(report.ok());
 }
 
+// Flips the byte at `offset` of `file`, checks what a damaged store must
+// do, and flips it back. Whatever the byte: the store opens or says
+// Corruption; a load either returns the saved bytes or Corruption naming
+// the victim and its item, never other bytes and never a crash; Verify
+// finds a problem exactly when the load fails; the other checkpoints load.
+void CorruptionTest::CheckFlip(const std::string& file, int64_t offset,
+                               FlipTally* tally) {
+  SCOPED_TRACE("byte " + std::to_string(offset) + " of " + file);
+  FlipByte(file, offset);
+  auto store = Store::Open(store_path());
+  if (!store.ok()) {
+    EXPECT_THAT(store, StatusIs(StatusCode::kCorruption,
+                                HasSubstr("cannot open store")));
+    ++tally->refused_open;
+  } else {
+    store_ = std::move(store).value();
+    VictimState into = MakeVictim(/*zero=*/true);
+    Status loaded = LoadDict(&into.dict, kVictim);
+    ExpectNoWrongBytes(into);
+    ASSERT_OK_AND_ASSIGN(CheckpointVerifyReport report, VerifyOne(kVictim));
+    if (loaded.ok()) {
+      ++tally->harmless;
+      EXPECT_TRUE(report.ok()) << report.problems.at(0).status.ToString();
+      EXPECT_EQ(into.w.bytes, victim_.w.bytes);
+    } else {
+      ++tally->caught;
+      // The file holds items only (the metadata is in another): the
+      // error names the item it hit.
+      EXPECT_THAT(loaded, StatusIs(StatusCode::kCorruption,
+                                   AllOf(HasSubstr("'victim'"),
+                                         AnyOf(HasSubstr("'w@[0, 0]'"),
+                                               HasSubstr("'bias@[0]'"),
+                                               HasSubstr("'opt'")))));
+      EXPECT_FALSE(report.ok());
+    }
+    ExpectOthersLoadBitExact();
+    CloseStore();
+  }
+  FlipByte(file, offset);  // Undo: the next flip starts from a sound file.
+}
+
 // Flips one byte at a time at random offsets of the victim's data file:
 // half anywhere (nearly always in a piece), half in its last 4 KiB (index,
-// properties, footer: what DB::Open reads). Whatever the byte: the store opens
-// or says Corruption; a load either returns the saved bytes or
-// Corruption, never other bytes; Verify finds a problem exactly when the
-// load fails; the other checkpoints load. ROCKSDCP_CORRUPTION_FLIPS sets
-// how many bytes (default 100, about 5 s); a failure prints the seed, and
-// ROCKSDCP_CORRUPTION_SEED replays it.
+// properties, footer: what DB::Open reads); CheckFlip says what each must
+// do. ROCKSDCP_CORRUPTION_FLIPS sets how many bytes (default 100, about
+// 2 s); a failure prints the seed, and ROCKSDCP_CORRUPTION_SEED replays it.
 TEST_F(CorruptionTest, RandomByteFlipsAreCaughtOrHarmless) {
   const char* env = std::getenv("ROCKSDCP_CORRUPTION_FLIPS");
   const int flips = env != nullptr ? std::atoi(env) : 100;
@@ -318,49 +369,45 @@ TEST_F(CorruptionTest, RandomByteFlipsAreCaughtOrHarmless) {
   std::mt19937_64 rng(seed);
   const std::string file = VictimDataFile();
   const int64_t size = static_cast<int64_t>(std::filesystem::file_size(file));
-  int refused_open = 0, caught = 0, harmless = 0;
+  FlipTally tally;
   for (int i = 0; i < flips && !HasFatalFailure(); ++i) {
     const int64_t tail = std::min<int64_t>(size, 4096);
     const int64_t offset = i % 2 == 0
                                ? static_cast<int64_t>(rng() % size)
                                : size - 1 - static_cast<int64_t>(rng() % tail);
-    SCOPED_TRACE("byte " + std::to_string(offset) + " of " + file);
-    FlipByte(file, offset);
-    auto store = Store::Open(store_path());
-    if (!store.ok()) {
-      EXPECT_THAT(store, StatusIs(StatusCode::kCorruption,
-                                  HasSubstr("cannot open store")));
-      ++refused_open;
-    } else {
-      store_ = std::move(store).value();
-      VictimState into = MakeVictim(/*zero=*/true);
-      Status loaded = LoadDict(&into.dict, kVictim);
-      ExpectNoWrongBytes(into);
-      ASSERT_OK_AND_ASSIGN(CheckpointVerifyReport report, VerifyOne(kVictim));
-      if (loaded.ok()) {
-        ++harmless;
-        EXPECT_TRUE(report.ok()) << report.problems.at(0).status.ToString();
-        EXPECT_EQ(into.w.bytes, victim_.w.bytes);
-      } else {
-        ++caught;
-        // The file holds items only (the metadata is in another): the
-        // error names the item it hit.
-        EXPECT_THAT(loaded, StatusIs(StatusCode::kCorruption,
-                                     AllOf(HasSubstr("'victim'"),
-                                           AnyOf(HasSubstr("'w@[0, 0]'"),
-                                                 HasSubstr("'bias@[0]'"),
-                                                 HasSubstr("'opt'")))));
-        EXPECT_FALSE(report.ok());
-      }
-      ExpectOthersLoadBitExact();
-      CloseStore();
-    }
-    FlipByte(file, offset);  // Undo: the next flip starts from a sound file.
+    CheckFlip(file, offset, &tally);
   }
-  std::cout << flips << " byte flips: " << refused_open << " refused at open, "
-            << caught << " caught by the load and "
-            << "Verify, " << harmless << " harmless\n";
-  EXPECT_EQ(refused_open + caught + harmless, flips);
+  std::cout << flips << " byte flips: " << tally.refused_open
+            << " refused at open, " << tally.caught << " caught by the load "
+            << "and Verify, " << tally.harmless << " harmless\n";
+  EXPECT_EQ(tally.total(), flips);
+}
+
+// The bytes of a data block that RocksDB itself parses on a read, before
+// rocksdcp sees the value: the block's entry (key lengths, the key, the
+// value's length) ahead of a piece, and its restart array and trailer after
+// it. Unverified, a flip there made Debian's RocksDB (built with its
+// assertions on) abort the process in DecodeEntry or ExtractUserKey; a
+// load verifies each block's checksum first, so each of these is caught.
+// Every byte from 256 before piece 5 of `w` to the end of its block.
+TEST_F(CorruptionTest, EveryByteRocksDBParsesAroundAPieceIsCaught) {
+  const auto [file, payload] = Locate(PieceData({kW, 5}));
+  ASSERT_FALSE(file.empty());
+  // After the payload: the restart array (one offset and the count, 4
+  // bytes each) and the block trailer (type and checksum, 1 + 4 bytes).
+  const int64_t end = payload + static_cast<int64_t>(kPiece) + 8 + 5;
+  FlipTally tally;
+  for (int64_t offset = payload - 256; offset < end && !HasFatalFailure();
+       ++offset) {
+    // The payload's own bytes are the random test's; skip all but a few.
+    if (offset >= payload + 16 && offset < payload + int64_t{kPiece}) {
+      offset = payload + int64_t{kPiece} - 1;
+      continue;
+    }
+    CheckFlip(file, offset, &tally);
+  }
+  EXPECT_EQ(tally.harmless, 0) << "every byte here belongs to a block";
+  EXPECT_EQ(tally.total(), 256 + 16 + 13);
 }
 
 // RocksDB 7.8's DB::Open, with paranoid_checks (its default, and the
