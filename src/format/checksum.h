@@ -1,5 +1,6 @@
 // XXH3-64 of a byte range, through xxHash's runtime-dispatching entry point
-// (xxh_x86dispatch.h picks AVX2/SSE2 for this CPU). Seed 0.
+// on x86-64 (xxh_x86dispatch.h picks AVX2/SSE2 for this CPU), through the
+// plain XXH3 functions elsewhere (same results). Seed 0.
 
 #ifndef ROCKSDCP_SRC_FORMAT_CHECKSUM_H_
 #define ROCKSDCP_SRC_FORMAT_CHECKSUM_H_
