@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   bench::RegisterIncrementalBenchmarks(config);
   bench::RegisterRssBenchmarks(config);
   if (config.ranks) bench::RegisterRanksBenchmarks(config);
+  benchmark::AddCustomContext("rocksdcp_bench.profile", config.profile_name);
   benchmark::AddCustomContext("rocksdcp_bench.quick",
                               config.quick ? "true" : "false");
   std::optional<bench::BusyMachine> busy;

@@ -76,6 +76,19 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
         return false;
       }
       config->rss_gib = v;
+    } else if (arg.starts_with("--profile=")) {
+      const std::string_view value = arg.substr(std::strlen("--profile="));
+      if (value == "server") {
+        config->profile = ServerProfile();
+      } else if (value == "small") {
+        config->profile = SmallDeviceProfile();
+      } else {
+        std::fprintf(stderr,
+                     "rocksdcp_bench: bad value in %s (server, small)\n",
+                     argv[i]);
+        return false;
+      }
+      config->profile_name = std::string(value);
     } else if (arg.starts_with("--piece_kib=")) {
       const std::string value(arg.substr(std::strlen("--piece_kib=")));
       char* end = nullptr;
@@ -114,6 +127,9 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "  --piece_kib=N  every save cuts pieces of at most N KiB "
             "(max_piece_bytes;\n"
             "               default 0, the library's default)\n"
+            "  --profile=P  the device profile (server, the default, or "
+            "small) of the save,\n"
+            "               load, async and RSS cases\n"
             "  --iterations=N  iterations of every case but memcpy's "
             "(default 3; 1 with --quick)\n\n");
       }
@@ -171,7 +187,7 @@ void RemoveDir(const std::string& dir) {
 }
 
 RocksDBWriterOptions WriterOptions(const Config& config) {
-  RocksDBWriterOptions options;
+  RocksDBWriterOptions options = config.profile.writer;
   if (config.piece_kib > 0) {
     options.max_piece_bytes = static_cast<uint64_t>(config.piece_kib) << 10;
   }

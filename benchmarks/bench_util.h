@@ -48,6 +48,12 @@ struct Config {
   // --busy: every case runs while one spinning process per core keeps the
   // CPUs busy (BusyMachine), as on a node where the trainer computes.
   bool busy = false;
+  // --profile=server|small: the DeviceProfile (rocksdcp/device_profile.h)
+  // whose store, writer, reader and AsyncCheckpointer options the cases of
+  // workload_bench.cc use (the others use the defaults, the server
+  // profile's). Its name goes into the output's context.
+  std::string profile_name = "server";
+  DeviceProfile profile = ServerProfile();
 
   // Derived from the flags by ParseOwnFlags.
   // W1's bytes, and the ranks cases'.
@@ -123,6 +129,7 @@ std::string FreshDir(std::string_view name);
 void RemoveDir(const std::string& dir);
 
 // Every save's writer options: the library's defaults, but --piece_kib.
+// The profile's writer options, with --piece_kib applied.
 RocksDBWriterOptions WriterOptions(const Config& config);
 
 // A fresh store for one case, removed with its directory at the end.

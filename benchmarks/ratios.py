@@ -53,8 +53,11 @@ give:
   load of an incremental checkpoint  >= 0.9 x a full one's, warm and cold
   every rocksdcp save and load       anonymous memory added (anon_added_mib,
                                      else rss_added_mib) <= memory budget
-                                     (512 MiB); mapped file pages are shown
-                                     apart (file_added_mib)
+                                     (--memory_budget_mib, 512 MiB; 64 for a
+                                     run with --profile=small), plus the
+                                     staging pool for BM_RssAsyncSave;
+                                     mapped file pages are shown apart
+                                     (file_added_mib)
 
 With --benchmark_repetitions, the median aggregate is used. Standard library
 only.
@@ -85,6 +88,7 @@ OPS = {
     "BM_LoadResharded": ("resharded", True),
     "BM_AsyncSaveW2": ("async", True),
     "BM_RssSave": ("write", True),
+    "BM_RssAsyncSave": ("write", True),
     "BM_RssLoad": ("read", True),
     "BM_SaveRanks": ("write", True),
     "BM_LoadRanks": ("read", True),
@@ -344,12 +348,15 @@ def main():
         # Anonymous memory is what the budget bounds; mapped file pages are
         # page cache (the file_added_mib column).
         added = r.entry.get("anon_added_mib", r.entry.get("rss_added_mib"))
+        # An AsyncCheckpointer's staging pool (staging_mib) is allowed on top.
         if r.own and r.kind != "async" and added is not None:
-            r.rss_check = "PASS" if added <= args.memory_budget_mib else "MISS"
+            allowed = args.memory_budget_mib + r.entry.get("staging_mib", 0)
+            r.rss_check = "PASS" if added <= allowed else "MISS"
 
     budget = "{:.0f}".format(args.memory_budget_mib)
     headers = ("case", "MB/s", "items/s", "peak RSS MiB", "+RSS MiB", "+anon MiB",
-               "+file MiB", "vs", "ratio", "target", "result", "+anon <= " + budget + " MiB")
+               "+file MiB", "vs", "ratio", "target", "result",
+               "+anon <= " + budget + " MiB (+ staging)")
     align = ("<", ">", ">", ">", ">", ">", ">", "<", ">", "<", "<", "<")
     table = []
     for r in rows:

@@ -14,9 +14,13 @@
 //                               loaded by 3 ranks holding a third each
 //   BM_AsyncSaveW2              AsyncCheckpointer::Save of W2 next to a
 //                               synchronous Save() of it, in one case
-//   BM_RssSave/gib:N, BM_RssLoad/gib:N
+//   BM_RssSave/gib:N, BM_RssAsyncSave/gib:N, BM_RssLoad/gib:N
 //                               (--rss_gib=N only) an N GiB state dict,
-//                               saved, and loaded cold, once each
+//                               saved, saved through an AsyncCheckpointer,
+//                               and loaded cold, once each
+//
+// --profile=small runs these cases with SmallDeviceProfile()'s options
+// (rocksdcp/device_profile.h) instead of the defaults.
 //
 // Every case reports peak_rss_mib and rss_added_mib (bench_util.h,
 // RssMeter): what the case added above its inputs, which are allocated
@@ -55,16 +59,44 @@ Status SaveOnce(Store& store, const StateDict& dict, const std::string& id,
   return Save(dict, *writer, {.checkpoint_id = id}).status();
 }
 
-Status LoadOnce(Store& store, StateDict& dict, const std::string& id) {
-  ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store.NewReader());
+Status LoadOnce(Store& store, StateDict& dict, const std::string& id,
+                const Config& config) {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto reader,
+                            store.NewReader(config.profile.reader));
   return Load(&dict, *reader, {.checkpoint_id = id});
+}
+
+// A writer with the profile's options, once `*s` is OK (else null; `*s`
+// says why it failed).
+std::unique_ptr<RocksDBStorageWriter> MakeWriter(Store& store,
+                                                 const Config& config,
+                                                 Status* s) {
+  if (!s->ok()) return nullptr;
+  auto made = store.NewWriter(WriterOptions(config));
+  *s = made.status();
+  return made.ok() ? std::move(*made) : nullptr;
+}
+
+// The profile's AsyncCheckpointer, once `*s` is OK; if making it fails,
+// null, with the case skipped.
+std::unique_ptr<AsyncCheckpointer> MakeCheckpointer(benchmark::State& state,
+                                                    const Config& config,
+                                                    Status* s) {
+  if (!s->ok()) return nullptr;
+  auto made = AsyncCheckpointer::Create(config.profile.async);
+  *s = made.status();
+  if (!made.ok()) {
+    state.SkipWithError(s->ToString().c_str());
+    return nullptr;
+  }
+  return std::move(*made);
 }
 
 // Args: wl, reuse.
 void BM_Save(benchmark::State& state, const Config& config) {
   WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
   const StateDict dict = data.source.Dict();
-  ScratchStore store("save");
+  ScratchStore store("save", config.profile.store);
   Status s = store.status();
   std::unique_ptr<RocksDBStorageWriter> writer;
   if (s.ok()) {
@@ -99,7 +131,7 @@ void BM_Save(benchmark::State& state, const Config& config) {
 void BM_Load(benchmark::State& state, const Config& config) {
   WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
   const bool cold = state.range(1) != 0;
-  StoreOptions options;
+  StoreOptions options = config.profile.store;
   if (state.range(2) == 0) options.read_buffer_pool_bytes = 0;
   ScratchStore store("load", options);
   Status s = store.status();
@@ -110,7 +142,7 @@ void BM_Load(benchmark::State& state, const Config& config) {
   // to the next are rocksdcp's memory too.
   const RssMeter rss;
   s = TimeLoads(state, store, cold, s,
-                [&] { return LoadOnce(*store, dict, "ckpt"); });
+                [&] { return LoadOnce(*store, dict, "ckpt", config); });
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id, cold);
@@ -134,10 +166,11 @@ Status SaveSharded(Store& store, StateData& data, int ranks,
 }
 
 Status LoadSharded(Store& store, std::vector<StateDict>& dicts,
-                   const std::string& id) {
+                   const std::string& id, const Config& config) {
   return RunRanks(static_cast<int>(dicts.size()),
                   [&](int r, Collective& c) -> Status {
-                    ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store.NewReader());
+                    ROCKSDCP_ASSIGN_OR_RETURN(
+                        auto reader, store.NewReader(config.profile.reader));
                     return Load(&dicts[r], *reader,
                                 {.checkpoint_id = id, .collective = &c});
                   });
@@ -150,7 +183,7 @@ void BM_LoadResharded(benchmark::State& state, const Config& config) {
   constexpr int kLoadRanks = 3;
   WorkloadData& data = GetWorkload(4, config);
   const bool cold = state.range(1) != 0;
-  ScratchStore store("load-resharded");
+  ScratchStore store("load-resharded", config.profile.store);
   Status s = store.status();
   if (s.ok()) s = SaveSharded(*store, data.source, kSaveRanks, "ckpt", config);
   data.dest->Zero();
@@ -160,7 +193,7 @@ void BM_LoadResharded(benchmark::State& state, const Config& config) {
   }
   const RssMeter rss;  // Before the first load, as in BM_Load.
   s = TimeLoads(state, store, cold, s,
-                [&] { return LoadSharded(*store, dicts, "ckpt"); });
+                [&] { return LoadSharded(*store, dicts, "ckpt", config); });
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               /*workload=*/4, cold);
@@ -178,30 +211,22 @@ void BM_LoadResharded(benchmark::State& state, const Config& config) {
 //   blocking_ms     AsyncCheckpointer::Save, until it returned
 //   commit_ms       from that call until `committed` completed
 //   blocking_ratio  blocking_ms / sync_save_ms (the target: <= 0.2)
-// The checkpointer (default options: a 1 GiB staging pool, prefaulted) is
-// made inside the RSS window: its pool is rocksdcp's memory.
+// The checkpointer (the profile's options; by default a 1 GiB staging
+// pool, prefaulted) is made inside the RSS window: its pool is rocksdcp's
+// memory.
 void BM_AsyncSaveW2(benchmark::State& state, const Config& config) {
   WorkloadData& data = GetWorkload(2, config);
   const StateDict dict = data.source.Dict();
-  ScratchStore store("async-save");
+  ScratchStore store("async-save", config.profile.store);
   Status s = store.status();
-  std::unique_ptr<RocksDBStorageWriter> sync_writer;
-  std::unique_ptr<RocksDBStorageWriter> async_writer;
-  for (auto* w : {&sync_writer, &async_writer}) {
-    if (!s.ok()) break;
-    auto made = store->NewWriter(WriterOptions(config));
-    s = made.status();
-    if (made.ok()) *w = std::move(*made);
-  }
+  std::unique_ptr<RocksDBStorageWriter> sync_writer =
+      MakeWriter(*store, config, &s);
+  std::unique_ptr<RocksDBStorageWriter> async_writer =
+      MakeWriter(*store, config, &s);
   if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   const RssMeter rss;
-  std::unique_ptr<AsyncCheckpointer> checkpointer;
-  if (s.ok()) {
-    auto made = AsyncCheckpointer::Create({});
-    s = made.status();
-    if (made.ok()) checkpointer = std::move(*made);
-    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  }
+  std::unique_ptr<AsyncCheckpointer> checkpointer =
+      MakeCheckpointer(state, config, &s);
   double sync_s = 0, blocking_s = 0, commit_s = 0;
   AsyncSaveHandle last;
   int n = 0;
@@ -256,7 +281,7 @@ void BM_AsyncSaveW2(benchmark::State& state, const Config& config) {
 void BM_RssSave(benchmark::State& state, const Config& config) {
   WorkloadData& data = GetWorkload(0, config);
   const StateDict dict = data.source.Dict();
-  ScratchStore store("rss-save");
+  ScratchStore store("rss-save", config.profile.store);
   Status s = store.status();
   if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   const RssMeter rss;
@@ -272,13 +297,47 @@ void BM_RssSave(benchmark::State& state, const Config& config) {
               /*workload=*/0);
 }
 
+// Args: gib. Saves the --rss_gib state dict once through an
+// AsyncCheckpointer made inside the RSS window (its staging pool counts),
+// until committed. Counters: staging_mib, the checkpointer's pool, and
+// blocking_ms, how long Save blocked.
+void BM_RssAsyncSave(benchmark::State& state, const Config& config) {
+  WorkloadData& data = GetWorkload(0, config);
+  const StateDict dict = data.source.Dict();
+  ScratchStore store("rss-async-save", config.profile.store);
+  Status s = store.status();
+  std::unique_ptr<RocksDBStorageWriter> writer = MakeWriter(*store, config, &s);
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  const RssMeter rss;
+  std::unique_ptr<AsyncCheckpointer> checkpointer =
+      MakeCheckpointer(state, config, &s);
+  double blocking_s = 0;
+  for (auto _ : state) {
+    if (!s.ok()) break;
+    const Clock::time_point t0 = Clock::now();
+    auto saving = checkpointer->Save(dict, *writer, {.checkpoint_id = "ckpt"});
+    blocking_s += Seconds(t0, Clock::now());
+    s = saving.status();
+    if (s.ok()) s = saving->committed.get().status();
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              /*workload=*/0);
+  if (checkpointer != nullptr) {
+    state.counters["staging_mib"] =
+        static_cast<double>(checkpointer->staging_capacity()) / (1 << 20);
+    state.counters["blocking_ms"] = blocking_s * 1e3;
+  }
+}
+
 // Args: gib. Saves the --rss_gib state dict (untimed), zeroes it, loads it
 // back cold into the same memory (there is no second copy of it), and
 // checks it against its seed.
 void BM_RssLoad(benchmark::State& state, const Config& config) {
   WorkloadData& data = GetWorkload(0, config);
   StateDict dict = data.source.Dict();
-  ScratchStore store("rss-load");
+  ScratchStore store("rss-load", config.profile.store);
   Status s = store.status();
   if (s.ok()) s = SaveOnce(*store, dict, "ckpt", config);
   data.source.Zero();
@@ -286,7 +345,7 @@ void BM_RssLoad(benchmark::State& state, const Config& config) {
   const RssMeter rss;
   for (auto _ : state) {
     s = store.ReopenCold();
-    if (s.ok()) s = LoadOnce(*store, dict, "ckpt");
+    if (s.ok()) s = LoadOnce(*store, dict, "ckpt", config);
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
       break;
@@ -334,6 +393,12 @@ void RegisterWorkloadBenchmarks(const Config& c, int wl) {
 void RegisterRssBenchmarks(const Config& c) {
   if (c.rss_gib == 0) return;
   Register("BM_RssSave", BM_RssSave, c)
+      ->ArgNames({"gib"})
+      ->Arg(c.rss_gib)
+      ->Iterations(1)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  Register("BM_RssAsyncSave", BM_RssAsyncSave, c)
       ->ArgNames({"gib"})
       ->Arg(c.rss_gib)
       ->Iterations(1)

@@ -6,6 +6,7 @@
 #include "rocksdcp/async_checkpoint.h"
 #include "rocksdcp/checkpoint.h"
 #include "rocksdcp/collective.h"
+#include "rocksdcp/device_profile.h"
 #include "rocksdcp/metadata.h"
 #include "rocksdcp/planner.h"
 #include "rocksdcp/rocksdb_store.h"

@@ -54,10 +54,14 @@ namespace {
   dup2(out_fd, 1);
   dup2(err_fd, 2);
   std::vector<std::string> copy = args;
-  std::vector<char*> argv = {const_cast<char*>(ROCKSDCP_CLI)};
+  // ROCKSDCP_CLI_UNDER_TEST runs the tests against another build of the
+  // same CLI: the static one (ctest's cli.static).
+  const char* cli = std::getenv("ROCKSDCP_CLI_UNDER_TEST");
+  if (cli == nullptr || *cli == '\0') cli = ROCKSDCP_CLI;
+  std::vector<char*> argv = {const_cast<char*>(cli)};
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
-  execv(ROCKSDCP_CLI, argv.data());
+  execv(cli, argv.data());
   _exit(127);
 }
 
