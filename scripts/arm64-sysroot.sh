@@ -9,10 +9,21 @@ set -euo pipefail
 DIR=${1:-/work/arm64-sysroot}
 T=aarch64-linux-gnu
 
-apt-get install -y crossbuild-essential-arm64 qemu-user-static
+export DEBIAN_FRONTEND=noninteractive
+# Idempotent, as install-deps.sh: apt-get runs only for what is missing.
+missing=()
+for p in crossbuild-essential-arm64 qemu-user-static; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   dpkg --add-architecture arm64
-  apt-get update
+  apt-get update -qq
 fi
 
 # RocksDB and its link dependencies (apt-cache depends librocksdb-dev:arm64,
@@ -31,7 +42,7 @@ PACKAGES=(
   libbenchmark-dev libbenchmark1debian
 )
 mkdir -p "$DIR/debs"
-(cd "$DIR/debs" && apt-get download "${PACKAGES[@]/%/:arm64}")
+(cd "$DIR/debs" && apt-get download -qq "${PACKAGES[@]/%/:arm64}")
 for deb in "$DIR"/debs/*.deb; do dpkg -x "$deb" "$DIR"; done
 
 # Fix-ups of the unpacked tree, which assumes it is installed at /:
