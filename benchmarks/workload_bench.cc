@@ -392,24 +392,17 @@ void RegisterWorkloadBenchmarks(const Config& c, int wl) {
 
 void RegisterRssBenchmarks(const Config& c) {
   if (c.rss_gib == 0) return;
-  Register("BM_RssSave", BM_RssSave, c)
-      ->ArgNames({"gib"})
-      ->Arg(c.rss_gib)
-      ->Iterations(1)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
-  Register("BM_RssAsyncSave", BM_RssAsyncSave, c)
-      ->ArgNames({"gib"})
-      ->Arg(c.rss_gib)
-      ->Iterations(1)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
-  Register("BM_RssLoad", BM_RssLoad, c)
-      ->ArgNames({"gib"})
-      ->Arg(c.rss_gib)
-      ->Iterations(1)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  for (const auto& [name, run] :
+       {std::pair<const char*, CaseFn>{"BM_RssSave", BM_RssSave},
+        {"BM_RssAsyncSave", BM_RssAsyncSave},
+        {"BM_RssLoad", BM_RssLoad}}) {
+    Register(name, run, c)
+        ->ArgNames({"gib"})
+        ->Arg(c.rss_gib)
+        ->Iterations(1)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
 }
 
 }  // namespace rocksdcp::bench
