@@ -606,16 +606,18 @@ void BindStore(py::module_& m) {
            })
       .def("new_writer",
            [](const PyStore& s, bool overwrite, uint64_t max_piece_bytes,
-              const std::string& base, bool base_on_newest) {
+              const std::string& base, bool base_on_newest, bool compress) {
              RocksDBWriterOptions options;
              options.overwrite = overwrite;
              if (max_piece_bytes != 0) options.max_piece_bytes = max_piece_bytes;
              options.base = base;
              options.base_on_newest = base_on_newest;
+             if (compress) options.compression = Compression::kBytePlaneZstd;
              return PyWriter{s.store, Unwrap(s.Get().NewWriter(options))};
            },
            py::arg("overwrite") = false, py::arg("max_piece_bytes") = 0,
-           py::arg("base") = "", py::arg("base_on_newest") = false)
+           py::arg("base") = "", py::arg("base_on_newest") = false,
+           py::arg("compress") = false)
       .def("new_reader", [](const PyStore& s) {
         return PyReader{s.store, Unwrap(s.Get().NewReader()), nullptr};
       });

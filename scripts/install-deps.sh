@@ -9,6 +9,8 @@ PACKAGES=(
   librocksdb-dev rocksdb-tools
   libflatbuffers-dev flatbuffers-compiler
   libxxhash-dev
+  # Compressed pieces (src/codec/): zstd.
+  libzstd-dev
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libdlpack-dev

@@ -577,8 +577,9 @@ int RunImport(const Args& a) {
                          /*create=*/true);
   if (!store.ok()) return Fail("import", store.status());
   ProgressBar bar("importing");
-  auto st = file->SaveTo(**store, a.positional[2], a.has("--overwrite"),
-                         bar.Callback());
+  auto st = file->SaveTo(
+      **store, a.positional[2], a.has("--overwrite"), bar.Callback(),
+      a.has("--compress") ? Compression::kBytePlaneZstd : Compression::kNone);
   bar.Finish();
   if (!st.ok()) return Fail("import", st.status());
   if (a.json) {

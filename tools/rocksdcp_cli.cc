@@ -141,13 +141,14 @@ const std::vector<Command>& Commands() {
        {"--safetensors"},
        RunExport},
       {"import",
-       "FILE.safetensors STORE ID [--overwrite]",
+       "FILE.safetensors STORE ID [--overwrite] [--compress]",
        "Saves a "
        "safetensors file into STORE as checkpoint ID (creating the store if "
-       "missing).",
+       "missing); --compress stores its pieces compressed (byte planes and "
+       "zstd).",
        3,
        3,
-       {"--overwrite"},
+       {"--overwrite", "--compress"},
        {},
        RunImport},
   };

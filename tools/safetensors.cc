@@ -258,12 +258,13 @@ uint64_t SafetensorsFile::DataOffset(const TensorView& t) const {
 
 Result<TransferStats> SafetensorsFile::SaveTo(
     Store& store, const std::string& id, bool overwrite,
-    const ProgressCallback& progress) const {
+    const ProgressCallback& progress, Compression compression) const {
   const TransferStats stats{.tensors = items_.tensors,
                             .byte_items = items_.byte_items,
                             .bytes = file_.size() - items_.data_offset};
   RocksDBWriterOptions wo;
   wo.overwrite = overwrite;
+  wo.compression = compression;
   // Every kReleaseEveryBytes written, the mapping's pages leave the RSS
   // (they stay in the page cache; pages still to be read fault back in):
   // the import's memory stays near that, whatever the file's size.

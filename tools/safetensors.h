@@ -202,10 +202,11 @@ class SafetensorsFile {
   // views of the mapping, never a copy; every 64 MiB written, the pages
   // read so far leave the process (MappedFile::ReleasePages), so its RSS
   // stays near that whatever the file's size. AlreadyExists if `id` is
-  // committed and !overwrite.
-  Result<TransferStats> SaveTo(Store& store, const std::string& id,
-                               bool overwrite = false,
-                               const ProgressCallback& progress = {}) const;
+  // committed and !overwrite. `compression`: RocksDBWriterOptions'.
+  Result<TransferStats> SaveTo(
+      Store& store, const std::string& id, bool overwrite = false,
+      const ProgressCallback& progress = {},
+      Compression compression = Compression::kNone) const;
 
  private:
   std::string path_;

@@ -268,6 +268,20 @@ struct VerifyOptions {
   uint64_t max_problems = 10000;
 };
 
+// How a writer stores each piece's payload (RocksDBWriterOptions::
+// compression).
+// NOTE: these values are stable; never change an existing value.
+enum class Compression : uint8_t {
+  // As it is.
+  kNone = 0,
+  // Byte planes, each compressed with zstd: byte k of every element of the
+  // piece (its dtype's size; 1 for a byte item) goes into plane k, and each
+  // plane is compressed alone, or kept as it is where zstd does not shrink
+  // it. Trained weights' exponent bytes compress well, their mantissa
+  // bytes hardly: see benchmarks/README.md for ratios and speeds.
+  kBytePlaneZstd = 1,
+};
+
 struct RocksDBWriterOptions {
   // ---- Behavior ----
 
@@ -310,6 +324,32 @@ struct RocksDBWriterOptions {
   // the store has none. Not together with `base`.
   // Default: false
   bool base_on_newest = false;
+
+  // ---- Compression ----
+
+  // How pieces are stored. With kBytePlaneZstd a piece that compression
+  // shrinks by at least min_compression_saving is stored compressed (piece
+  // format version 3, which readers from before compression refuse); the
+  // others, and pieces under 64 bytes, are stored as they are. It trades
+  // CPU on save and load for bytes on disk: a win where storage is slow
+  // (SD cards, eMMC) or space is short, a loss on a disk faster than zstd
+  // (benchmarks/README.md). Every reader, the CLI and Store::Verify decode
+  // compressed pieces whatever this option says. Checksums cover both the
+  // stored and the decoded bytes, and an incremental save compares
+  // decoded payloads, so an unchanged piece is referenced whatever codec
+  // wrote either save.
+  // Default: kNone
+  Compression compression = Compression::kNone;
+
+  // zstd's level for kBytePlaneZstd, in [-7, 19]: 1 is zstd's fastest
+  // positive level; negative levels are faster still and compress less.
+  // Default: 1
+  int compression_level = 1;
+
+  // The least share of a piece's payload compression must save for the
+  // piece to be stored compressed, in [0, 1).
+  // Default: 0.05
+  double min_compression_saving = 0.05;
 
   // ---- Performance ----
 
@@ -362,10 +402,10 @@ struct RocksDBWriterOptions {
   // every value into its block buffer; it has no call that takes a value in
   // place, and it grows that buffer by doubling for a file's first block),
   // what the allocator keeps of freed block buffers, and the file's write
-  // buffer. WriteData starts only as many threads as fit, and NewWriter
-  // refuses a budget smaller than one thread's need. A larger budget allows
-  // more threads and larger pieces.
-  // Default: 512 MiB
+  // buffer; with compression, 3 more pieces and zstd's context. WriteData
+  // starts only as many threads as fit, and NewWriter refuses a budget smaller
+  // than one thread's need. A larger budget allows more threads and larger
+  // pieces. Default: 512 MiB
   uint64_t memory_budget = 512ull << 20;
 
   // Benchmark and diagnostic knob: whether each thread's piece buffer (a
@@ -425,8 +465,10 @@ struct RocksDBReaderOptions {
 
   // Bounds the memory ReadData holds for what it reads: each thread holds
   // one piece (up to the max_piece_bytes the checkpoint was saved with)
-  // at a time, so ReadData starts at most memory_budget / (largest piece
-  // of the plan) threads, but always at least one. Not counted: the
+  // at a time, and for a compressed piece two more of its size (what it
+  // decodes into, and its planes), so ReadData starts at most
+  // memory_budget / (what a thread needs for the plan's largest piece)
+  // threads, but always at least one. Not counted: the
   // destinations (the state dict itself), the store's kept buffers
   // (StoreOptions::read_buffer_pool_bytes), the 8 MiB block cache, and a
   // byte item of several pieces, which is assembled whole for LoadBytes.

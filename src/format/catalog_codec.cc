@@ -145,7 +145,7 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
                                  : kBoundStorageInfoFormatVersion,
                             static_cast<fb::ItemKind>(info.kind), info.length,
                             info.num_pieces, info.piece_bytes, file, hashes,
-                            sources, piece_sources),
+                            sources, piece_sources, info.compressed),
       kStorageInfoIdentifier);
   return Finished(fbb);
 }
@@ -181,6 +181,7 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
   info.length = s->length();
   info.num_pieces = s->num_pieces();
   info.piece_bytes = s->piece_bytes();
+  info.compressed = s->compressed();
   if (s->file() != nullptr) info.file = s->file()->str();
   if (info.piece_bytes == 0) {
     return Status::Corruption(what + ": piece_bytes is 0");

@@ -55,6 +55,10 @@ struct StorageInfo {
   // kReferencingStorageInfoFormatVersion when sources is not empty.
   std::vector<std::string> sources;
   std::vector<uint32_t> piece_sources;
+  // Some of its pieces (its own, or those `sources` hold) may be
+  // compressed: they store at least 1 / format::kMaxCompressionRatio of
+  // their payload, not all of it.
+  bool compressed = false;
 
   // The payload bytes of piece `p`: piece_bytes, or what is left of
   // length for the last piece.

@@ -4,9 +4,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "codec/plane_codec.h"
 #include "format/checksum.h"
 #include "format/fb_util.h"
 #include "schema/checkpoint_generated.h"
@@ -49,6 +51,16 @@ Result<uint64_t> ChunkBytes(const std::vector<int64_t>& offsets,
   return bytes;
 }
 
+// Pieces smaller than this are not compressed: a zstd frame's header
+// alone takes most of what it could save.
+constexpr uint64_t kMinCompressedBytes = 64;
+
+// The size of the elements a piece's planes are cut by: its dtype's, or 1
+// for bytes.
+size_t PlaneElement(ItemKind kind, DType dtype) {
+  return kind == ItemKind::kTensor ? DTypeSize(dtype) : 1;
+}
+
 }  // namespace
 
 struct PieceEncoder::Rep {
@@ -57,28 +69,46 @@ struct PieceEncoder::Rep {
   // The initial size `builder` was made with: it holds a piece of up to
   // this size (header included) without reallocating.
   size_t reserved = 0;
+  // Set for a compressing encoder.
+  std::optional<PieceCompression> compression;
+  std::unique_ptr<codec::PlaneEncoder> planes;
+  std::vector<uint8_t> payload;  // What `fill` wrote, to compress.
+  bool last_compressed = false;
+
+  // Builds the piece around `data` (filled and hashed by `fill_data`
+  // before the table is built), as version `version`.
+  std::string_view Build(const PieceHeader& header, size_t data_size,
+                         const std::function<uint64_t(uint8_t*)>& fill_data,
+                         uint16_t version,
+                         const std::vector<uint32_t>* plane_bytes,
+                         uint64_t payload_xxh3);
 };
 
 PieceEncoder::PieceEncoder() : rep_(std::make_unique<Rep>()) {}
+PieceEncoder::PieceEncoder(const PieceCompression& compression)
+    : rep_(std::make_unique<Rep>()) {
+  rep_->compression = compression;
+  rep_->planes = std::make_unique<codec::PlaneEncoder>(compression.level);
+}
 PieceEncoder::~PieceEncoder() = default;
 
-std::string_view PieceEncoder::Encode(const PieceHeader& header,
-                                      std::string_view key,
-                                      const std::function<void(uint8_t*)>& fill,
-                                      Hash128* payload_hash) {
+std::string_view PieceEncoder::Rep::Build(
+    const PieceHeader& header, size_t data_size,
+    const std::function<uint64_t(uint8_t*)>& fill_data, uint16_t version,
+    const std::vector<uint32_t>* plane_bytes, uint64_t payload_xxh3) {
   const bool is_tensor = header.kind == ItemKind::kTensor;
-  const size_t needed = static_cast<size_t>(header.byte_length) + kHeaderSlack +
+  const size_t needed = data_size + kHeaderSlack +
                         sizeof(int64_t) * (header.chunk_offsets.size() +
                                            header.chunk_sizes.size());
   // FlatBufferBuilder grows by reallocating to 1.5x and copying, which for a
   // 64 MiB piece means several large copies. A fresh builder sized for the
   // piece allocates exactly once, on first use; smaller pieces that follow
   // reuse its buffer through Clear().
-  if (needed > rep_->reserved) {
-    rep_->builder = flatbuffers::FlatBufferBuilder(needed);
-    rep_->reserved = needed;
+  if (needed > reserved) {
+    builder = flatbuffers::FlatBufferBuilder(needed);
+    reserved = needed;
   }
-  flatbuffers::FlatBufferBuilder& fbb = rep_->builder;
+  flatbuffers::FlatBufferBuilder& fbb = builder;
   fbb.Clear();
 
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> offsets;
@@ -87,27 +117,85 @@ std::string_view PieceEncoder::Encode(const PieceHeader& header,
     offsets = fbb.CreateVector(header.chunk_offsets);
     sizes = fbb.CreateVector(header.chunk_sizes);
   }
+  flatbuffers::Offset<flatbuffers::Vector<uint32_t>> planes_vector;
+  if (plane_bytes != nullptr) planes_vector = fbb.CreateVector(*plane_bytes);
   uint8_t* data = nullptr;
-  const auto data_vector = fbb.CreateUninitializedVector<uint8_t>(
-      static_cast<size_t>(header.byte_length), &data);
+  const auto data_vector =
+      fbb.CreateUninitializedVector<uint8_t>(data_size, &data);
   // `data` stays valid only until the builder next grows: fill and hash it
   // before the table is built.
-  fill(data);
-  const uint64_t xxh3 =
-      Xxh3(data, static_cast<size_t>(header.byte_length), Xxh3(key));
-  if (payload_hash != nullptr) {
-    *payload_hash = Xxh3_128(data, static_cast<size_t>(header.byte_length));
-  }
+  const uint64_t xxh3 = fill_data(data);
 
   const auto piece = fb::CreateChunkPiece(
-      fbb, kPieceFormatVersion, static_cast<fb::ItemKind>(header.kind),
+      fbb, version, static_cast<fb::ItemKind>(header.kind),
       is_tensor ? static_cast<fb::DType>(header.dtype) : fb::DType::Unknown,
       offsets, sizes, header.piece, header.num_pieces, header.byte_offset,
-      header.byte_length, xxh3, data_vector);
+      header.byte_length, xxh3, data_vector,
+      plane_bytes != nullptr ? fb::PieceCodec::BytePlaneZstd
+                             : fb::PieceCodec::None,
+      planes_vector, payload_xxh3);
   fbb.Finish(piece, kPieceIdentifier);
   return std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                           fbb.GetSize());
 }
+
+std::string_view PieceEncoder::Encode(const PieceHeader& header,
+                                      std::string_view key,
+                                      const std::function<void(uint8_t*)>& fill,
+                                      Hash128* payload_hash) {
+  const size_t length = static_cast<size_t>(header.byte_length);
+  const uint64_t seed = Xxh3(key);
+  rep_->last_compressed = false;
+  if (!rep_->compression || length < kMinCompressedBytes) {
+    return rep_->Build(
+        header, length,
+        [&](uint8_t* data) {
+          fill(data);
+          if (payload_hash != nullptr) *payload_hash = Xxh3_128(data, length);
+          return Xxh3(data, length, seed);
+        },
+        kPieceFormatVersion, nullptr, 0);
+  }
+  Rep& r = *rep_;
+  if (r.payload.size() < length) r.payload.resize(length);
+  const uint8_t* payload = r.payload.data();
+  fill(r.payload.data());
+  if (payload_hash != nullptr) *payload_hash = Xxh3_128(payload, length);
+  const size_t elem = PlaneElement(header.kind, header.dtype);
+  const double keep =
+      static_cast<double>(length) * (1.0 - r.compression->min_saving);
+  if (length % elem == 0 && r.planes->Encode(payload, length, elem).ok() &&
+      static_cast<double>(r.planes->stored().size()) <= keep &&
+      r.planes->stored().size() * kMaxCompressionRatio >= length) {
+    const std::string_view stored = r.planes->stored();
+    r.last_compressed = true;
+    return r.Build(
+        header, stored.size(),
+        [&](uint8_t* data) {
+          std::memcpy(data, stored.data(), stored.size());
+          return Xxh3(data, stored.size(), seed);
+        },
+        kCompressedPieceFormatVersion, &r.planes->plane_sizes(),
+        Xxh3(payload, length, seed));
+  }
+  return r.Build(
+      header, length,
+      [&](uint8_t* data) {
+        std::memcpy(data, payload, length);
+        return Xxh3(data, length, seed);
+      },
+      kPieceFormatVersion, nullptr, 0);
+}
+
+bool PieceEncoder::last_compressed() const { return rep_->last_compressed; }
+
+struct PieceDecodeBuffer::Rep {
+  std::vector<uint8_t> bytes;
+  codec::PlaneDecoder decoder;
+};
+
+PieceDecodeBuffer::PieceDecodeBuffer() : rep_(std::make_unique<Rep>()) {}
+PieceDecodeBuffer::~PieceDecodeBuffer() = default;
 
 // A piece is read in place, not copied to aligned memory as the small
 // values are (AlignedBytes): it holds up to max_piece_bytes of data, and
@@ -124,14 +212,16 @@ std::string_view PieceEncoder::Encode(const PieceHeader& header,
 //   aarch64 allow at any address.
 // The fuzzer (fuzz/piece_fuzzer.cc) decodes every input at a misaligned
 // address under UBSan to keep it that way.
-Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key) {
+Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key,
+                                 PieceDecodeBuffer* buffer) {
   ROCKSDCP_ASSIGN_OR_RETURN(const fb::ChunkPiece* root,
                             VerifiedRootInPlace<fb::ChunkPiece>(
                                 value, kPieceIdentifier, "chunk piece"));
   const fb::ChunkPiece& p = *root;
 
   const uint16_t version = p.format_version();
-  if (version != kPieceFormatVersion && version != kUnboundPieceFormatVersion) {
+  if (version != kPieceFormatVersion && version != kUnboundPieceFormatVersion &&
+      version != kCompressedPieceFormatVersion) {
     return Bad("unsupported piece format_version " + std::to_string(version));
   }
 
@@ -188,20 +278,32 @@ Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key) {
     }
   }
 
+  const bool compressed = version == kCompressedPieceFormatVersion;
+  if (compressed != (p.codec() != fb::PieceCodec::None) ||
+      compressed != (p.plane_bytes() != nullptr)) {
+    return Bad("format_version " + std::to_string(version) + " with codec " +
+               std::to_string(static_cast<int>(p.codec())) +
+               (p.plane_bytes() != nullptr ? " and" : " and no") +
+               " plane sizes");
+  }
+  if (compressed && p.codec() != fb::PieceCodec::BytePlaneZstd) {
+    return Bad("unknown codec " + std::to_string(static_cast<int>(p.codec())));
+  }
   const ByteVector* data = p.data();
   if (data == nullptr) return Bad("no data");
   const uint32_t data_size = ReadVectorLength(data);
-  if (data_size != h.byte_length) {
+  if (!compressed && data_size != h.byte_length) {
     return Bad("data holds " + std::to_string(data_size) +
                " bytes but byte_length is " + std::to_string(h.byte_length));
   }
   out.data = VectorElements(data);
   out.size = data_size;
+  out.stored_size = data_size;
   out.xxh3 = p.xxh3();
   out.format_version = version;
-  const bool bound = version == kPieceFormatVersion;
-  const uint64_t actual =
-      Xxh3(out.data, static_cast<size_t>(out.size), bound ? Xxh3(key) : 0);
+  const bool bound = version != kUnboundPieceFormatVersion;
+  const uint64_t seed = bound ? Xxh3(key) : 0;
+  const uint64_t actual = Xxh3(out.data, static_cast<size_t>(out.size), seed);
   if (actual != out.xxh3) {
     return Bad("checksum mismatch: stored XXH3 " + Hex64(out.xxh3) +
                ", computed " + Hex64(actual) +
@@ -209,6 +311,49 @@ Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key) {
                         "written for another key)"
                       : ""));
   }
+  if (!compressed) return out;
+
+  // The stored bytes are the writer's; now what they decode to.
+  const size_t elem = PlaneElement(h.kind, h.dtype);
+  const auto* sizes = p.plane_bytes();
+  const uint32_t planes = ReadVectorLength(sizes);
+  if (planes != elem) {
+    return Bad(std::to_string(planes) + " planes for " + std::to_string(elem) +
+               "-byte elements");
+  }
+  if (h.byte_length % elem != 0) {
+    return Bad("byte_length " + std::to_string(h.byte_length) +
+               " is not whole " + std::to_string(elem) + "-byte elements");
+  }
+  // Within what a writer compresses, so a forged byte_length can't make
+  // the decoding take time or memory out of proportion to the piece.
+  if (h.byte_length > FLATBUFFERS_MAX_BUFFER_SIZE ||
+      h.byte_length > uint64_t{data_size} * kMaxCompressionRatio) {
+    return Bad("byte_length " + std::to_string(h.byte_length) + " is over " +
+               std::to_string(kMaxCompressionRatio) + " times the " +
+               std::to_string(data_size) + " bytes stored for it");
+  }
+  uint32_t plane_sizes[codec::kMaxPlanes];
+  std::memcpy(plane_sizes, VectorElements(sizes), planes * sizeof(uint32_t));
+  for (uint32_t k = 0; k < planes; ++k) {
+    plane_sizes[k] = flatbuffers::EndianScalar(plane_sizes[k]);
+  }
+  PieceDecodeBuffer::Rep& r = *buffer->rep_;
+  const size_t length = static_cast<size_t>(h.byte_length);
+  if (r.bytes.size() < length) r.bytes.resize(length);
+  Status decoded = r.decoder.Decode(
+      std::string_view(reinterpret_cast<const char*>(out.data), out.size),
+      plane_sizes, planes, r.bytes.data(), length);
+  if (!decoded.ok()) {
+    return decoded.IsCorruption() ? Bad(decoded.message()) : decoded;
+  }
+  const uint64_t payload = Xxh3(r.bytes.data(), length, seed);
+  if (payload != p.payload_xxh3()) {
+    return Bad("decoded payload checksum mismatch: stored XXH3 " +
+               Hex64(p.payload_xxh3()) + ", computed " + Hex64(payload));
+  }
+  out.data = r.bytes.data();
+  out.size = length;
   return out;
 }
 

@@ -280,9 +280,9 @@ void RocksDBStorageReaderImpl::AddTask(const PlannedRead& pr, uint32_t index,
   tasks->push_back({index, 0, 1, bytes});
 }
 
-int RocksDBStorageReaderImpl::ThreadsFor(const std::vector<Task>& tasks,
-                                         uint64_t payload_bytes,
-                                         uint64_t max_piece_bytes) const {
+int RocksDBStorageReaderImpl::ThreadsFor(
+    const std::vector<Task>& tasks, uint64_t payload_bytes,
+    uint64_t max_piece_bytes, uint64_t max_compressed_piece_bytes) const {
   int n = options_.read_threads;
   if (n <= 0) {
     n = static_cast<int>(
@@ -290,8 +290,8 @@ int RocksDBStorageReaderImpl::ThreadsFor(const std::vector<Task>& tasks,
     n = static_cast<int>(std::min<uint64_t>(
         n, std::max<uint64_t>(1, payload_bytes / kBytesPerAutoThread)));
   }
-  const uint64_t per_thread =
-      std::max(max_piece_bytes, kBatchPinnedBytes) + kPieceOverhead;
+  const uint64_t per_thread = std::max(max_piece_bytes, kBatchPinnedBytes) +
+                              kPieceOverhead + 2 * max_compressed_piece_bytes;
   n = static_cast<int>(std::min<uint64_t>(
       n, std::max<uint64_t>(1, options_.memory_budget / per_thread)));
   n = std::min<int>(n, kMaxThreads);

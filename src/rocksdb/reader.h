@@ -103,6 +103,8 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     rocksdb::PinnableSlice pinned;
     // The piece a reference names (incremental saves).
     rocksdb::PinnableSlice referenced;
+    // What a compressed piece decodes into.
+    format::PieceDecodeBuffer decoded;
     std::string key;
     std::string bytes_buffer;  // Assembles byte items of several pieces.
     // For batches.
@@ -126,9 +128,12 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
                           ChunkFinder& chunks) const;
   Status Plan(const ReadItem& ri, LoadPlanner& planner, ChunkFinder& chunks,
               PlannedRead* pr, uint32_t index, std::vector<Task>* tasks) const;
-  // How many threads to read `tasks` with, given the largest piece.
+  // How many threads to read `tasks` with, given the largest piece, and
+  // the largest that may be compressed (each thread decodes one into a
+  // buffer of that size, through planes of that size; 0 if none is).
   int ThreadsFor(const std::vector<Task>& tasks, uint64_t payload_bytes,
-                 uint64_t max_piece_bytes) const;
+                 uint64_t max_piece_bytes,
+                 uint64_t max_compressed_piece_bytes) const;
   void Work(Run& run, size_t thread, Worker& worker);
   // What a task reads, in payload bytes, to share tasks by.
   static uint64_t TaskBytes(const Run& run, const Task& task);

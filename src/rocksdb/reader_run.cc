@@ -207,7 +207,7 @@ Status RocksDBStorageReaderImpl::FetchPiece(Worker& worker,
     // Referenced: straight from where the storage info says it is.
     Status s = ReadReferencedPiece(*store_, *checkpoint_, ro, worker.key,
                                    pr.ri->storage_index, pr.item, p,
-                                   &worker.pinned, out);
+                                   &worker.pinned, &worker.decoded, out);
     if (!s.ok()) return s.WithContext(PieceWhere(pr, p));
     pieces_read_.fetch_add(1, std::memory_order_relaxed);
     bytes_read_.fetch_add(out->size, std::memory_order_relaxed);
@@ -233,7 +233,7 @@ Status RocksDBStorageReaderImpl::VerifyPiece(Worker& worker,
   Status verified = VerifyPieceOrReference(
       *store_, *checkpoint_, ro, s,
       std::string_view(value.data(), value.size()), key, pr.ri->storage_index,
-      pr.item, p, &worker.referenced, out);
+      pr.item, p, &worker.referenced, &worker.decoded, out);
   if (!verified.ok()) return verified.WithContext(PieceWhere(pr, p));
   pieces_read_.fetch_add(1, std::memory_order_relaxed);
   bytes_read_.fetch_add(out->size, std::memory_order_relaxed);
@@ -435,6 +435,7 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
   run.reads.reset(new PlannedRead[n]);
   run.tasks.reserve(n);
   uint64_t max_piece = 0;
+  uint64_t max_compressed_piece = 0;
   ChunkFinder chunks;
   const std::vector<uint32_t> order = KeyOrder(plan);
   for (size_t i = 0; i < n; ++i) {
@@ -442,13 +443,17 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
     ROCKSDCP_RETURN_IF_ERROR(Plan(plan.items[order[i]], planner, chunks, &pr,
                                   static_cast<uint32_t>(i), &run.tasks));
     run.progress.bytes_total += pr.bytes;
-    max_piece = std::max(
-        max_piece, std::min(pr.item.info.piece_bytes, pr.item.info.length));
+    const uint64_t piece =
+        std::min(pr.item.info.piece_bytes, pr.item.info.length);
+    max_piece = std::max(max_piece, piece);
+    if (pr.item.info.compressed) {
+      max_compressed_piece = std::max(max_compressed_piece, piece);
+    }
   }
   run.progress.items_total = n;
 
-  const int threads =
-      ThreadsFor(run.tasks, run.progress.bytes_total, max_piece);
+  const int threads = ThreadsFor(run.tasks, run.progress.bytes_total, max_piece,
+                                 max_compressed_piece);
   std::vector<uint64_t> task_bytes;
   task_bytes.reserve(run.tasks.size());
   for (const Task& task : run.tasks) task_bytes.push_back(TaskBytes(run, task));

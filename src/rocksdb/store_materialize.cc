@@ -125,6 +125,7 @@ Result<MaterializeReport> StoreImpl::Materialize(
   ro.verify_checksums = true;
   ro.fill_cache = false;
   rocksdb::PinnableSlice value, target;
+  format::PieceDecodeBuffer decoded;
   for (const Copy& copy : copies) {
     const StoredItem& item = items.at(*copy.index);
     value.Reset();
@@ -132,7 +133,7 @@ Result<MaterializeReport> StoreImpl::Materialize(
     format::DecodedPiece piece;
     Status verified = VerifyPieceOrReference(
         *this, c, ro, s, std::string_view(value.data(), value.size()), copy.key,
-        *copy.index, item, copy.piece, &target, &piece);
+        *copy.index, item, copy.piece, &target, &decoded, &piece);
     if (!verified.ok()) {
       return verified.WithContext(where + ", item " +
                                   Quote(copy.index->ToString()) + ", piece " +

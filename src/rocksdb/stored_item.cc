@@ -101,6 +101,11 @@ Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes,
     Result<format::StorageInfo> info = format::DecodeStorageInfo(value);
     if (!info.ok()) continue;
     pieces += info->num_pieces;
+    // The least a piece of `length` payload bytes stores.
+    const uint64_t ratio = info->compressed ? format::kMaxCompressionRatio : 1;
+    auto least = [ratio](unsigned __int128 length) {
+      return (length + ratio - 1) / ratio;
+    };
     unsigned __int128 own = info->length;
     for (uint32_t p = 0; p < info->piece_sources.size(); ++p) {
       if (info->piece_sources[p] == 0) continue;
@@ -109,9 +114,9 @@ Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes,
       // The name outlives `info`: the source's map key holds it.
       auto source = sources.find(*info->SourceOf(p));
       if (source == sources.end()) continue;  // A read of it fails.
-      referenced[source->first] += length;
+      referenced[source->first] += least(length);
     }
-    payload += own;
+    payload += least(own);
     if (largest == nullptr || info->length > largest_info.length) {
       largest = &index;
       largest_info = std::move(info).value();
@@ -174,6 +179,7 @@ Result<Metadata> ReadCheckpointMetadata(StoreImpl& store,
 Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
                         std::string_view key, const MetadataIndex& index,
                         const StoredItem& item, uint32_t p,
+                        format::PieceDecodeBuffer* buffer,
                         format::DecodedPiece* out) {
   if (s.IsNotFound()) {
     return Status::Corruption("key " + Quote(key) + " is missing");
@@ -192,7 +198,7 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
                               "damaged piece)");
   }
   if (!s.ok()) return FromRocksDB(s, "reading key " + Quote(key));
-  ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value, key));
+  ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value, key, buffer));
   if (item.info.format_version >= format::kBoundStorageInfoFormatVersion &&
       out->format_version < format::kPieceFormatVersion) {
     // An unbound piece verifies under any key: one moved here from another
@@ -235,13 +241,14 @@ Status VerifyPieceOrReference(StoreImpl& store, const CommittedCheckpoint& c,
                               std::string_view key, const MetadataIndex& index,
                               const StoredItem& item, uint32_t p,
                               rocksdb::PinnableSlice* target,
+                              format::PieceDecodeBuffer* buffer,
                               format::DecodedPiece* out) {
   const std::string* source = item.info.SourceOf(p);
   if (!s.ok() || !format::IsPieceRef(value)) {
     // The piece itself. Where the metadata says another column family
     // holds it, a Materialize put it here (and was cut short before it
     // rewrote the metadata): it verifies under its key all the same.
-    return VerifyPieceValue(s, value, key, index, item, p, out);
+    return VerifyPieceValue(s, value, key, index, item, p, buffer, out);
   }
   ROCKSDCP_ASSIGN_OR_RETURN(format::PieceRef ref,
                             format::DecodePieceRef(value));
@@ -268,13 +275,15 @@ Status VerifyPieceOrReference(StoreImpl& store, const CommittedCheckpoint& c,
                               " bytes and a hash other than the metadata's " +
                               std::to_string(length) + " bytes and hash");
   }
-  return ReadReferencedPiece(store, c, ro, key, index, item, p, target, out);
+  return ReadReferencedPiece(store, c, ro, key, index, item, p, target, buffer,
+                             out);
 }
 
 Status ReadReferencedPiece(StoreImpl& store, const CommittedCheckpoint& c,
                            const rocksdb::ReadOptions& ro, std::string_view key,
                            const MetadataIndex& index, const StoredItem& item,
                            uint32_t p, rocksdb::PinnableSlice* target,
+                           format::PieceDecodeBuffer* buffer,
                            format::DecodedPiece* out) {
   const std::string& source = *item.info.SourceOf(p);
   auto held = c.sources.find(source);
@@ -294,7 +303,7 @@ Status ReadReferencedPiece(StoreImpl& store, const CommittedCheckpoint& c,
         ", which holds another reference there: references are one level "
         "deep");
   }
-  return VerifyPieceValue(got, there, key, index, item, p, out)
+  return VerifyPieceValue(got, there, key, index, item, p, buffer, out)
       .WithContext("in column family " + Quote(source) +
                    ", which it references");
 }

@@ -62,14 +62,16 @@ Result<StoredItem> LookupStoredItem(
     format::PieceHashes hashes = format::PieceHashes::kSkip);
 // Corruption unless what the storage entries of `metadata` claim fits in
 // the `stored_bytes` the checkpoint really holds: their payload (the sum of
-// their lengths, but for pieces held elsewhere; pieces store their bytes
-// as they are) and format::kMinStoredPieceBytes per piece (a reference
-// takes more); and the payload referenced in each of `sources` fits in
-// what that column family holds. Names the entry claiming the
-// most. Checked before a load or Verify allocates or reads anything for
-// an item, so forged lengths and piece counts can't make either take
-// memory or time out of proportion to the store. Entries whose storage
-// info does not decode are left to LookupStoredItem.
+// their lengths, but for pieces held elsewhere; uncompressed pieces store
+// their bytes as they are) and format::kMinStoredPieceBytes per piece (a
+// reference takes more); and the payload referenced in each of `sources` fits
+// in what that column family holds. Names the entry claiming the most. Checked
+// before a load or Verify allocates or reads anything for an item, so forged
+// lengths and piece counts can't make either take memory or time out of
+// proportion to the store. An item flagged compressed counts 1 /
+// format::kMaxCompressionRatio of its payload, the least its pieces store
+// (DecodePiece refuses a piece that stores less). Entries whose storage info
+// does not decode are left to LookupStoredItem.
 Status CheckStorageFits(const Metadata& metadata, uint64_t stored_bytes,
                         const CommittedCheckpoint::Sources& sources);
 
@@ -83,10 +85,12 @@ Result<Metadata> ReadCheckpointMetadata(StoreImpl& store,
 // Verifies what a Get or MultiGet of piece `p` of `item` (at `key`)
 // returned: that it is there, DecodePiece's checks (the FlatBuffers
 // verifier, identifier, version and XXH3), and the piece's header against
-// the metadata. `out` points into `value`.
+// the metadata. `out` points into `value`, or into `buffer` if the piece
+// is compressed.
 Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
                         std::string_view key, const MetadataIndex& index,
                         const StoredItem& item, uint32_t p,
+                        format::PieceDecodeBuffer* buffer,
                         format::DecodedPiece* out);
 
 // As VerifyPieceValue, for a checkpoint whose pieces may be references
@@ -104,6 +108,7 @@ Status VerifyPieceOrReference(StoreImpl& store, const CommittedCheckpoint& c,
                               std::string_view key, const MetadataIndex& index,
                               const StoredItem& item, uint32_t p,
                               rocksdb::PinnableSlice* target,
+                              format::PieceDecodeBuffer* buffer,
                               format::DecodedPiece* out);
 
 // Reads piece `p` of `item` (at `key`), which the item's storage info says
@@ -118,6 +123,7 @@ Status ReadReferencedPiece(StoreImpl& store, const CommittedCheckpoint& c,
                            const rocksdb::ReadOptions& ro, std::string_view key,
                            const MetadataIndex& index, const StoredItem& item,
                            uint32_t p, rocksdb::PinnableSlice* target,
+                           format::PieceDecodeBuffer* buffer,
                            format::DecodedPiece* out);
 
 }  // namespace rocksdcp

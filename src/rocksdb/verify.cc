@@ -379,7 +379,7 @@ class StoreVerifier {
       format::DecodedPiece piece;
       Status verified = VerifyPieceOrReference(
           *store_, c, ro, s, std::string_view(value_.data(), value_.size()),
-          key_, index, stored, p, &referenced_, &piece);
+          key_, index, stored, p, &referenced_, &decoded_, &piece);
       if (!verified.ok()) {
         // A file that is gone reads as an I/O error; here it is damage.
         Problem(
@@ -421,6 +421,7 @@ class StoreVerifier {
   std::string key_;
   rocksdb::PinnableSlice value_;
   rocksdb::PinnableSlice referenced_;
+  format::PieceDecodeBuffer decoded_;  // Compressed pieces decode here.
 };
 
 }  // namespace

@@ -71,6 +71,8 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   Status WriteRun(Job* job, size_t run, size_t begin, size_t end,
                   std::vector<std::string>* files, size_t* at);
   // A piece encoder from the pool (or a new one), and back.
+  // A fresh encoder, compressing as options_ say.
+  std::unique_ptr<format::PieceEncoder> NewEncoder() const;
   std::unique_ptr<format::PieceEncoder> TakeEncoder();
   void ReturnEncoder(std::unique_ptr<format::PieceEncoder> encoder);
   // Forgets the current save: releases the id and the base, and removes

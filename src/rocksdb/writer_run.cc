@@ -14,6 +14,7 @@
 #include <system_error>
 #include <thread>
 
+#include "codec/plane_codec.h"
 #include "format/catalog_codec.h"
 #include "keys/keys.h"
 #include "rocksdb/rocksdb_status.h"
@@ -47,6 +48,9 @@ constexpr uint64_t kAutoBytesPerThread = 32 << 20;
 constexpr uint64_t kPieceCost = 4 << 10;
 constexpr uint64_t kMinWriteBuffer = 4 << 10;
 constexpr uint64_t kMaxWriteBuffer = 1 << 30;
+// zstd's levels that compression_level may name.
+constexpr int kMinCompressionLevel = -7;
+constexpr int kMaxCompressionLevel = 19;
 
 // Cuts data blocks as the checkpoint column family's table options say
 // (block_size), whatever the SstFileWriter's own block_size is. That one
@@ -136,8 +140,14 @@ uint64_t RocksDBStorageWriterImpl::ThreadMemory(
   // once); and, for buffers under glibc's mmap threshold, the freed buffer
   // that the allocator keeps for the next block. Measured: 3.0 to 3.6
   // pieces per thread.
-  return 4 * (piece_bytes + kValueSlack) +
-         options.writable_file_max_buffer_size + kThreadSlack;
+  uint64_t need = 4 * (piece_bytes + kValueSlack) +
+                  options.writable_file_max_buffer_size + kThreadSlack;
+  // The payload to compress, its planes and their stored form.
+  if (options.compression != Compression::kNone) {
+    need += 3 * piece_bytes + codec::PlaneEncoder::ContextBytes(
+                                  options.compression_level, piece_bytes);
+  }
+  return need;
 }
 
 Status RocksDBStorageWriterImpl::ValidateOptions(
@@ -151,6 +161,26 @@ Status RocksDBStorageWriterImpl::ValidateOptions(
     return Status::InvalidArgument(
         "writable_file_max_buffer_size must be in [4 KiB, 1 GiB], got " +
         std::to_string(options.writable_file_max_buffer_size));
+  }
+  if (options.compression != Compression::kNone &&
+      options.compression != Compression::kBytePlaneZstd) {
+    return Status::InvalidArgument(
+        "unknown compression " +
+        std::to_string(static_cast<int>(options.compression)));
+  }
+  if (options.compression_level < kMinCompressionLevel ||
+      options.compression_level > kMaxCompressionLevel) {
+    return Status::InvalidArgument("compression_level must be in [" +
+                                   std::to_string(kMinCompressionLevel) + ", " +
+                                   std::to_string(kMaxCompressionLevel) +
+                                   "], got " +
+                                   std::to_string(options.compression_level));
+  }
+  if (!(options.min_compression_saving >= 0 &&
+        options.min_compression_saving < 1)) {
+    return Status::InvalidArgument(
+        "min_compression_saving must be in [0, 1), got " +
+        std::to_string(options.min_compression_saving));
   }
   if (options.base_on_newest && !options.base.empty()) {
     return Status::InvalidArgument(
@@ -202,9 +232,20 @@ size_t RocksDBStorageWriterImpl::ThreadCount(
   return std::max<size_t>(threads, 1);
 }
 
+std::unique_ptr<format::PieceEncoder> RocksDBStorageWriterImpl::NewEncoder()
+    const {
+  if (options_.compression == Compression::kNone) {
+    return std::make_unique<format::PieceEncoder>();
+  }
+  format::PieceCompression compression;
+  compression.level = options_.compression_level;
+  compression.min_saving = options_.min_compression_saving;
+  return std::make_unique<format::PieceEncoder>(compression);
+}
+
 std::unique_ptr<format::PieceEncoder> RocksDBStorageWriterImpl::TakeEncoder() {
   std::lock_guard<std::mutex> lock(encoders_mu_);
-  if (encoders_.empty()) return std::make_unique<format::PieceEncoder>();
+  if (encoders_.empty()) return NewEncoder();
   std::unique_ptr<format::PieceEncoder> e = std::move(encoders_.back());
   encoders_.pop_back();
   return e;
@@ -469,6 +510,7 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
     info.piece_hashes.resize(header.num_pieces);
     info.sources.clear();
     info.piece_sources.clear();
+    info.compressed = false;
     // In an incremental save, the base's item, if its pieces are cut as
     // this one's: then a piece that hashes as the base's is a reference.
     const format::StorageInfo* base = nullptr;
@@ -515,7 +557,7 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
         // Without reuse, a fresh encoder (and buffer) per piece: the cost
         // that reuse_buffers exists to show.
         if (!options_.reuse_buffers) {
-          encoder = std::make_unique<format::PieceEncoder>();
+          encoder = NewEncoder();
         }
         value = encoder->Encode(
             header, key,
@@ -530,6 +572,7 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
               }
             },
             hashed ? nullptr : &info.piece_hashes[p]);
+        info.compressed |= encoder->last_compressed();
       }
       if (base != nullptr && header.byte_length > 0 &&
           info.piece_hashes[p] == base->piece_hashes[p]) {
@@ -542,6 +585,8 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
         }
         info.piece_sources[p] =
             static_cast<uint32_t>(at - info.sources.begin()) + 1;
+        // The base's piece may be compressed.
+        info.compressed |= base->compressed;
         ref_value = format::EncodePieceRef(
             {name, key, header.byte_length, info.piece_hashes[p]});
         value = ref_value;

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include <cstring>
 #include <functional>
@@ -11,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "codec/plane_codec.h"
 #include "format/checksum.h"
 #include "schema/checkpoint_generated.h"
 #include "test_util.h"
+#include "weights.h"
 
 namespace rocksdcp::format {
 namespace {
@@ -61,8 +64,11 @@ PieceHeader BytesHeader(uint64_t length) {
 // The key every piece of these tests is written for and read under.
 constexpr char kKey[] = "w@0#00000000";
 
+// Compressed pieces decode into it.
+PieceDecodeBuffer decode_buffer;
+
 Result<DecodedPiece> Decode(std::string_view value) {
-  return DecodePiece(value, kKey);
+  return DecodePiece(value, kKey, &decode_buffer);
 }
 
 class PieceCodecTest : public ::testing::Test {
@@ -105,11 +111,11 @@ TEST_F(PieceCodecTest, RoundTripsTensorPiece) {
 // items' pieces of one size, each with its checksum intact) fails to verify.
 TEST_F(PieceCodecTest, APieceVerifiesOnlyUnderItsOwnKey) {
   const std::string value = Encode(TensorHeader(), Payload(8));
-  ASSERT_OK(DecodePiece(value, kKey));
-  EXPECT_THAT(DecodePiece(value, "b@0#00000000"),
+  ASSERT_OK(DecodePiece(value, kKey, &decode_buffer));
+  EXPECT_THAT(DecodePiece(value, "b@0#00000000", &decode_buffer),
               StatusIs(StatusCode::kCorruption,
                        HasSubstr("or the piece was written for another key")));
-  EXPECT_THAT(DecodePiece(value, "w@0#00000001"),
+  EXPECT_THAT(DecodePiece(value, "w@0#00000001", &decode_buffer),
               StatusIs(StatusCode::kCorruption, HasSubstr("checksum mismatch")));
 }
 
@@ -276,6 +282,10 @@ struct RawPiece {
   std::optional<uint64_t> byte_length;  // Default: data's size.
   std::optional<uint64_t> xxh3;         // Default: data's XXH3.
   std::optional<std::string> data = std::string("01234567");
+  // Compressed pieces (format version 3).
+  uint8_t codec = 0;
+  std::optional<std::vector<uint32_t>> plane_bytes;
+  uint64_t payload_xxh3 = 0;
 
   std::string Build() const {
     flatbuffers::FlatBufferBuilder fbb;
@@ -291,11 +301,14 @@ struct RawPiece {
                                data->size());
     }
     const std::string d = data.value_or("");
+    flatbuffers::Offset<flatbuffers::Vector<uint32_t>> planes;
+    if (plane_bytes) planes = fbb.CreateVector(*plane_bytes);
     fbb.Finish(fb::CreateChunkPiece(
                    fbb, format_version, static_cast<fb::ItemKind>(kind),
                    static_cast<fb::DType>(dtype), offsets, sizes, piece,
                    num_pieces, byte_offset, byte_length.value_or(d.size()),
-                   xxh3.value_or(Xxh3(d)), bytes),
+                   xxh3.value_or(Xxh3(d)), bytes,
+                   static_cast<fb::PieceCodec>(codec), planes, payload_xxh3),
                kPieceIdentifier);
     return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                        fbb.GetSize());
@@ -320,20 +333,30 @@ TEST_P(PieceCodecRejectTest, ReturnsCorruptionNamingTheCheck) {
 
 TEST(PieceCodecCompatTest, VersionOnePiecesStillDecodeUnderAnyKey) {
   RawPiece v1;  // Format version 1, XXH3 with seed 0.
-  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, DecodePiece(v1.Build(), "any#00000000"));
+  ASSERT_OK_AND_ASSIGN(
+      DecodedPiece piece,
+      DecodePiece(v1.Build(), "any#00000000", &decode_buffer));
   EXPECT_EQ(piece.xxh3, Xxh3(std::string("01234567")));
   EXPECT_EQ(piece.format_version, kUnboundPieceFormatVersion);
   RawPiece v2 = v1;
   v2.format_version = 2;  // Now bound to a key, and to none of these.
-  EXPECT_THAT(DecodePiece(v2.Build(), "any#00000000"),
+  EXPECT_THAT(DecodePiece(v2.Build(), "any#00000000", &decode_buffer),
               StatusIs(StatusCode::kCorruption, HasSubstr("checksum mismatch")));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Checks, PieceCodecRejectTest,
     ::testing::Values(
-        BadPieceCase{"NewerFormat", [](RawPiece& p) { p.format_version = 3; },
-                     "unsupported piece format_version 3"},
+        BadPieceCase{"NewerFormat", [](RawPiece& p) { p.format_version = 4; },
+                     "unsupported piece format_version 4"},
+        BadPieceCase{"CodecInAnUncompressedPiece",
+                     [](RawPiece& p) { p.codec = 1; },
+                     "format_version 1 with codec 1"},
+        BadPieceCase{"PlaneSizesInAnUncompressedPiece",
+                     [](RawPiece& p) {
+                       p.plane_bytes = std::vector<uint32_t>{4, 4};
+                     },
+                     "format_version 1 with codec 0 and plane sizes"},
         BadPieceCase{"UnknownKind", [](RawPiece& p) { p.kind = 2; },
                      "unknown item kind 2"},
         BadPieceCase{"UnknownDtype", [](RawPiece& p) { p.dtype = 0; },
@@ -383,6 +406,199 @@ INSTANTIATE_TEST_SUITE_P(
         BadPieceCase{"ChecksumMismatch", [](RawPiece& p) { p.xxh3 = 42; },
                      "checksum mismatch"}),
     [](const ::testing::TestParamInfo<BadPieceCase>& info) {
+      return std::string(info.param.name);
+    });
+
+// ---- Compressed pieces (format version 3) ----
+
+// A 64x64 bf16 chunk of trained-looking weights, in one piece.
+PieceHeader Bf16Header() {
+  PieceHeader h;
+  h.kind = ItemKind::kTensor;
+  h.dtype = DType::kBFloat16;
+  h.chunk_offsets = {0, 0};
+  h.chunk_sizes = {64, 64};
+  h.byte_length = 64 * 64 * 2;
+  return h;
+}
+
+std::string Bf16Payload() {
+  return testing::WeightBytes(testing::WeightKind::kWeight, DType::kBFloat16,
+                              11, 64 * 64);
+}
+
+class CompressedPieceTest : public PieceCodecTest {
+ protected:
+  std::string EncodeCompressed(const PieceHeader& header,
+                               std::string_view payload,
+                               Hash128* payload_hash = nullptr) {
+    return std::string(compressing_.Encode(
+        header, kKey,
+        [&](uint8_t* out) {
+          if (!payload.empty()) std::memcpy(out, payload.data(), payload.size());
+        },
+        payload_hash));
+  }
+
+  PieceEncoder compressing_{PieceCompression{}};
+};
+
+TEST_F(CompressedPieceTest, RoundTripsWeightsSmallerThanTheyAre) {
+  const std::string payload = Bf16Payload();
+  const std::string plain = Encode(Bf16Header(), payload);
+  const std::string value = EncodeCompressed(Bf16Header(), payload);
+  EXPECT_LT(value.size(), plain.size() * 8 / 10);
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(value));
+  EXPECT_EQ(piece.format_version, kCompressedPieceFormatVersion);
+  ExpectHeadersEqual(piece.header, Bf16Header());
+  EXPECT_EQ(DataOf(piece), payload);
+  EXPECT_LT(piece.stored_size, piece.size);
+  // Decoded into the buffer, not pointing into the value.
+  EXPECT_FALSE(reinterpret_cast<const char*>(piece.data) >= value.data() &&
+               reinterpret_cast<const char*>(piece.data) <
+                   value.data() + value.size());
+}
+
+TEST_F(CompressedPieceTest, IncompressiblePiecesStayUncompressed) {
+  PieceHeader header = Bf16Header();
+  const std::string payload = Payload(header.byte_length);
+  const std::string value = EncodeCompressed(header, payload);
+  EXPECT_EQ(value, Encode(header, payload));  // Byte for byte, version 2.
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(value));
+  EXPECT_EQ(piece.format_version, kPieceFormatVersion);
+  // Too small to try: a 16-byte bytes piece.
+  const std::string small(16, 'a');
+  EXPECT_EQ(EncodeCompressed(BytesHeader(16), small),
+            Encode(BytesHeader(16), small));
+}
+
+TEST_F(CompressedPieceTest, PayloadHashIsThatOfTheDecodedBytes) {
+  Hash128 compressed, plain;
+  const std::string payload = Bf16Payload();
+  EncodeCompressed(Bf16Header(), payload, &compressed);
+  encoder_.Encode(
+      Bf16Header(), kKey,
+      [&](uint8_t* out) { std::memcpy(out, payload.data(), payload.size()); },
+      &plain);
+  EXPECT_EQ(compressed, plain);
+  EXPECT_EQ(compressed, Xxh3_128(payload.data(), payload.size()));
+}
+
+TEST_F(CompressedPieceTest, VerifiesOnlyUnderItsOwnKey) {
+  const std::string value = EncodeCompressed(Bf16Header(), Bf16Payload());
+  EXPECT_THAT(DecodePiece(value, "b@0#00000000", &decode_buffer),
+              StatusIs(StatusCode::kCorruption,
+                       HasSubstr("or the piece was written for another key")));
+}
+
+TEST_F(CompressedPieceTest, EveryFlippedByteIsCaughtOrHarmless) {
+  const std::string payload = Bf16Payload();
+  const std::string value = EncodeCompressed(Bf16Header(), payload);
+  for (size_t i = 0; i < value.size(); ++i) {
+    std::string bad = value;
+    bad[i] ^= 0x20;
+    Result<DecodedPiece> piece = Decode(bad);
+    if (piece.ok()) {
+      EXPECT_EQ(DataOf(*piece), payload) << "byte " << i;
+    } else {
+      EXPECT_THAT(piece, StatusIs(StatusCode::kCorruption, ::testing::_));
+    }
+  }
+}
+
+// A version 3 piece built by hand from the codec's own output, with both
+// checksums right: each forgery below keeps them right, so only the check
+// it targets can catch it.
+RawPiece CompressedRawPiece() {
+  const std::string payload = Bf16Payload();
+  codec::PlaneEncoder planes(1);
+  EXPECT_OK(planes.Encode(reinterpret_cast<const uint8_t*>(payload.data()),
+                          payload.size(), 2));
+  RawPiece p;
+  p.format_version = kCompressedPieceFormatVersion;
+  p.dtype = static_cast<uint8_t>(DType::kBFloat16);
+  p.chunk_sizes = std::vector<int64_t>{64 * 64};
+  p.byte_length = payload.size();
+  p.data = std::string(planes.stored());
+  p.xxh3 = Xxh3(p.data->data(), p.data->size(), Xxh3(kKey));
+  p.codec = 1;
+  p.plane_bytes = planes.plane_sizes();
+  p.payload_xxh3 = Xxh3(payload.data(), payload.size(), Xxh3(kKey));
+  return p;
+}
+
+TEST(ForgedCompressedPieceTest, TheUnforgedPieceDecodes) {
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece,
+                       Decode(CompressedRawPiece().Build()));
+  EXPECT_EQ(DataOf(piece), Bf16Payload());
+}
+
+struct ForgedCase {
+  const char* name;
+  std::function<void(RawPiece&)> forge;
+  const char* message;
+};
+
+class ForgedCompressedPieceRejectTest
+    : public ::testing::TestWithParam<ForgedCase> {};
+
+TEST_P(ForgedCompressedPieceRejectTest, ReturnsCorruptionNamingTheCheck) {
+  RawPiece raw = CompressedRawPiece();
+  GetParam().forge(raw);
+  if (raw.data) raw.xxh3 = Xxh3(raw.data->data(), raw.data->size(), Xxh3(kKey));  // Still right.
+  EXPECT_THAT(Decode(raw.Build()),
+              StatusIs(StatusCode::kCorruption, HasSubstr(GetParam().message)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Forgeries, ForgedCompressedPieceRejectTest,
+    ::testing::Values(
+        ForgedCase{"NoCodec", [](RawPiece& p) { p.codec = 0; },
+                   "format_version 3 with codec 0"},
+        ForgedCase{"UnknownCodec", [](RawPiece& p) { p.codec = 9; },
+                   "unknown codec 9"},
+        ForgedCase{"NoPlaneSizes", [](RawPiece& p) { p.plane_bytes.reset(); },
+                   "and no plane sizes"},
+        ForgedCase{"PlanesOfAnotherElementSize",
+                   [](RawPiece& p) {
+                     p.plane_bytes->push_back(0);
+                     p.plane_bytes->push_back(0);
+                   },
+                   "4 planes for 2-byte elements"},
+        ForgedCase{"PartElements",
+                   [](RawPiece& p) {
+                     p.chunk_sizes = std::vector<int64_t>{8193};
+                     p.byte_length = 8193;
+                   },
+                   "byte_length 8193 is not whole 2-byte elements"},
+        ForgedCase{"PlaneSizesThatDoNotAddUp",
+                   [](RawPiece& p) { (*p.plane_bytes)[0] -= 1; },
+                   "add up to"},
+        ForgedCase{"ClaimsMoreThanTheRatioAllows",
+                   [](RawPiece& p) {
+                     // 10 stored bytes for 1 MiB: a decompression bomb.
+                     p.chunk_sizes = std::vector<int64_t>{1 << 19};
+                     p.byte_length = 1 << 20;
+                     p.data = std::string(10, 'z');
+                     p.plane_bytes = std::vector<uint32_t>{5, 5};
+                   },
+                   "byte_length 1048576 is over 32768 times the 10 bytes"},
+        ForgedCase{"DecodedBytesOtherThanWritten",
+                   [](RawPiece& p) { p.payload_xxh3 ^= 1; },
+                   "decoded payload checksum mismatch"},
+        ForgedCase{"AFrameDeclaringAnotherSize",
+                   [](RawPiece& p) {
+                     // Plane 1's frame, now for a plane twice as long.
+                     const std::string twice(8192, '\1');
+                     std::string frame(ZSTD_compressBound(twice.size()), '\0');
+                     frame.resize(ZSTD_compress(frame.data(), frame.size(),
+                                                twice.data(), twice.size(), 1));
+                     const uint32_t plane0 = (*p.plane_bytes)[0];
+                     p.data = p.data->substr(0, plane0) + frame;
+                     (*p.plane_bytes)[1] = static_cast<uint32_t>(frame.size());
+                   },
+                   "plane 1 is not a zstd frame of 4096 bytes"}),
+    [](const ::testing::TestParamInfo<ForgedCase>& info) {
       return std::string(info.param.name);
     });
 

@@ -285,6 +285,7 @@ FInfo ParseInfo(std::string_view value) {
   out.num_pieces = s->num_pieces();
   out.piece_bytes = s->piece_bytes();
   out.file = ReadString(s->file());
+  out.compressed = s->compressed();
   return out;
 }
 
@@ -294,7 +295,8 @@ std::string Encode(const FInfo& info) {
   fbb.Finish(fb::CreateStorageInfo(fbb, info.format_version,
                                    static_cast<fb::ItemKind>(info.kind),
                                    info.length, info.num_pieces,
-                                   info.piece_bytes, file),
+                                   info.piece_bytes, file, {}, {}, {},
+                                   info.compressed),
              "RDCS");
   return Finished(fbb);
 }
@@ -360,6 +362,11 @@ FPiece ParsePiece(std::string_view value) {
   out.byte_length = p->byte_length();
   out.xxh3 = p->xxh3();
   out.data = ReadBytes(p->data());
+  out.codec = static_cast<uint8_t>(p->codec());
+  if (p->plane_bytes() != nullptr) {
+    out.plane_bytes.emplace(p->plane_bytes()->begin(), p->plane_bytes()->end());
+  }
+  out.payload_xxh3 = p->payload_xxh3();
   return out;
 }
 
@@ -368,11 +375,13 @@ std::string Encode(const FPiece& p) {
   const auto offsets = Longs_(fbb, p.chunk_offsets);
   const auto sizes = Longs_(fbb, p.chunk_sizes);
   const auto data = Bytes_(fbb, p.data);
-  fbb.Finish(fb::CreateChunkPiece(fbb, p.format_version,
-                                  static_cast<fb::ItemKind>(p.kind),
-                                  static_cast<fb::DType>(p.dtype), offsets,
-                                  sizes, p.piece, p.num_pieces, p.byte_offset,
-                                  p.byte_length, p.xxh3, data),
+  const auto planes = p.plane_bytes ? fbb.CreateVector(*p.plane_bytes)
+                                    : fbs::Offset<fbs::Vector<uint32_t>>();
+  fbb.Finish(fb::CreateChunkPiece(
+                 fbb, p.format_version, static_cast<fb::ItemKind>(p.kind),
+                 static_cast<fb::DType>(p.dtype), offsets, sizes, p.piece,
+                 p.num_pieces, p.byte_offset, p.byte_length, p.xxh3, data,
+                 static_cast<fb::PieceCodec>(p.codec), planes, p.payload_xxh3),
              "RDCP");
   return Finished(fbb);
 }

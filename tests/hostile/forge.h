@@ -104,6 +104,7 @@ struct FInfo {
   uint32_t num_pieces = 0;
   uint64_t piece_bytes = 0;
   std::optional<std::string> file;
+  bool compressed = false;
 };
 
 // fb::CatalogEntry.
@@ -134,6 +135,10 @@ struct FPiece {
   uint64_t byte_length = 0;
   uint64_t xxh3 = 0;
   std::optional<std::string> data;
+  // Compressed pieces (format_version 3).
+  uint8_t codec = 0;
+  std::optional<std::vector<uint32_t>> plane_bytes;
+  uint64_t payload_xxh3 = 0;
 
   // Sets xxh3 as a careful forger would: the XXH3-64 of data, seeded (from
   // format_version 2 on) with the XXH3-64 of the key it is stored under.

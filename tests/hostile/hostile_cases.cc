@@ -1,6 +1,7 @@
 #include "hostile/hostile_cases.h"
 
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <cstdint>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "format/catalog_codec.h"
+#include "format/checksum.h"
 
 namespace rocksdcp::hostile {
 
@@ -214,6 +216,43 @@ std::function<void(F&)> EditPiece(std::string key,
     edit(p);
     f.PutPiece(key, p);
   };
+}
+
+// Piece `key` of the victim's float16 'w' rewritten as a compressed piece
+// (format_version 3), as a careful forger would, with zstd itself: its two
+// byte planes stored as they are, both checksums right; then `edit`, after
+// which the stored bytes' checksum is set right again.
+std::function<void(F&)> CompressPiece(std::string key,
+                                      std::function<void(FPiece&)> edit) {
+  return [=](F& f) {
+    FPiece p = f.Piece(key);
+    const std::string payload = p.data.value_or("");
+    const size_t n = payload.size() / 2;
+    std::string planes(payload.size(), '\0');
+    for (size_t i = 0; i < n; ++i) {
+      planes[i] = payload[2 * i];
+      planes[n + i] = payload[2 * i + 1];
+    }
+    p.format_version = 3;
+    p.codec = 1;
+    p.plane_bytes = std::vector<uint32_t>{static_cast<uint32_t>(n),
+                                          static_cast<uint32_t>(n)};
+    p.data = planes;
+    p.payload_xxh3 =
+        format::Xxh3(payload.data(), payload.size(), format::Xxh3(key));
+    edit(p);
+    p.Rehash(key);
+    f.PutPiece(key, p);
+  };
+}
+
+// A zstd frame of `n` zero bytes.
+std::string ZeroFrame(size_t n) {
+  const std::string zeros(n, '\0');
+  std::string frame(ZSTD_compressBound(n), '\0');
+  frame.resize(
+      ZSTD_compress(frame.data(), frame.size(), zeros.data(), n, 1));
+  return frame;
 }
 
 // Replaces a value of the victim's column family by `make(old value)`.
@@ -503,15 +542,22 @@ std::vector<HostileCase> MakeCases() {
                           i.num_pieces = 1;
                         }),
                "info=1 dump=1", "w", {"opt"}});
+  // Byte item 'opt' claiming 64 GiB in 16,777,216 pieces of 4 KiB.
+  auto claim_64gib = [](bool compressed) {
+    return EditInfo("opt", std::nullopt, [compressed](FInfo& i) {
+      i.length = 64 * kGiB;
+      i.piece_bytes = 4096;
+      i.num_pieces = 16777216;
+      i.compressed = compressed;
+    });
+  };
   c.push_back({"metadata_bytes_64gib_small_pieces", "metadata",
                "byte item 'opt' claims 64 GiB in 16,777,216 pieces of 4 KiB",
-               EditInfo("opt", std::nullopt,
-                        [](FInfo& i) {
-                          i.length = 64 * kGiB;
-                          i.piece_bytes = 4096;
-                          i.num_pieces = 16777216;
-                        }),
-               "info=1 dump=1", "w", {"opt"}});
+               claim_64gib(false), "info=1 dump=1", "w", {"opt"}});
+  c.push_back({"metadata_compressed_bytes_64gib", "metadata",
+               "byte item 'opt' claims 64 GiB in pieces of 4 KiB, flagged "
+               "compressed (so 2 MiB stored at the least)",
+               claim_64gib(true), "info=1 dump=1", "w", {"opt"}});
   // Issue #3: work bounded by what is stored, not by what is claimed.
   c.push_back({"metadata_bytes_4g_pieces", "metadata",
                "byte item 'opt' claims 2^32-1 pieces of 1 byte",
@@ -835,8 +881,45 @@ std::vector<HostileCase> MakeCases() {
                  return WithIdentifier(v, "RDCM");
                })});
   c.push_back({"piece_future_format_version", "piece",
-               "piece 1 of 'w' has format_version 3, which no build knows",
+               "piece 1 of 'w' has format_version 4, which no build knows",
+               EditPiece(kW1, [](FPiece& p) { p.format_version = 4; })});
+  c.push_back({"piece_version_3_uncompressed", "piece",
+               "piece 1 of 'w' says format_version 3 (compressed) with no "
+               "codec",
                EditPiece(kW1, [](FPiece& p) { p.format_version = 3; })});
+  // ---- Compressed pieces (issue #17) ----
+  c.push_back({"piece_compressed_sound", "harmless",
+               "piece 1 of 'w' stored compressed, its planes as they are",
+               CompressPiece(kW1, [](FPiece&) {})});
+  c.push_back({"piece_compressed_decodes_to_other_bytes", "piece",
+               "piece 1 of 'w' compressed, a byte of a plane flipped (the "
+               "stored bytes' checksum kept right)",
+               CompressPiece(kW1, [](FPiece& p) { (*p.data)[7] ^= 0x20; })});
+  c.push_back({"piece_compressed_not_a_frame", "piece",
+               "piece 1 of 'w' compressed into two planes of 5 bytes that "
+               "are no zstd frames",
+               CompressPiece(kW1, [](FPiece& p) {
+                 p.plane_bytes = std::vector<uint32_t>{5, 5};
+                 p.data = "zzzzzzzzzz";
+               })});
+  c.push_back({"piece_compressed_frame_declares_more", "piece",
+               "piece 1 of 'w' compressed, its second plane a zstd frame of "
+               "twice the plane's bytes",
+               CompressPiece(kW1, [](FPiece& p) {
+                 const uint32_t n = (*p.plane_bytes)[0];
+                 const std::string frame = ZeroFrame(2 * n);
+                 p.data = p.data->substr(0, n) + frame;
+                 (*p.plane_bytes)[1] = static_cast<uint32_t>(frame.size());
+               })});
+  c.push_back({"piece_compressed_plane_sizes_wrong", "piece",
+               "piece 1 of 'w' compressed, its plane sizes one byte short of "
+               "what it stores",
+               CompressPiece(kW1, [](FPiece& p) { --(*p.plane_bytes)[0]; })});
+  c.push_back({"piece_compressed_three_planes", "piece",
+               "piece 1 of float16 'w' compressed in three planes",
+               CompressPiece(kW1, [](FPiece& p) {
+                 p.plane_bytes->push_back(0);
+               })});
   c.push_back({"piece_kind_tensor", "piece",
                "piece 0 of byte item 'opt' says it is a tensor's",
                EditPiece(kOpt0, [](FPiece& p) { p.kind = 0; }),

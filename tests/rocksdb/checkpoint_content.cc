@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "weights.h"
+
 namespace rocksdcp::testing {
 
 namespace {
@@ -32,12 +34,21 @@ GeneratedContent Make(const std::string& id, uint64_t gen, bool zero) {
              : RandomTensor(dtype, std::move(sizes), seed + salt));
     return c.tensors.back().view;
   };
+  auto weights = [&](DType dtype, std::vector<int64_t> sizes, uint64_t salt) {
+    c.tensors.push_back(ZeroTensor(dtype, std::move(sizes)));
+    OwnedTensor& t = c.tensors.back();
+    if (!zero) {
+      FillWeights(WeightKind::kWeight, dtype, seed + salt, t.bytes.data(),
+                  static_cast<size_t>(t.view.numel()));
+    }
+    return t.view;
+  };
   c.dict["model.w"] =
-      tensor(DType::kBFloat16, {20 + static_cast<int64_t>(seed % 13), 48}, 1);
+      weights(DType::kBFloat16, {20 + static_cast<int64_t>(seed % 13), 48}, 1);
 
   const int64_t rows = 12 + static_cast<int64_t>((seed >> 8) % 5);
   const int64_t cut = 1 + static_cast<int64_t>((seed >> 16) % (rows - 1));
-  const TensorView whole = tensor(DType::kFloat32, {rows, 20}, 2);
+  const TensorView whole = weights(DType::kFloat32, {rows, 20}, 2);
   ShardedTensor sharded;
   sharded.dtype = DType::kFloat32;
   sharded.global_size = {rows, 20};
@@ -87,8 +98,9 @@ GeneratedContent MakeContent(const std::string& id, uint64_t gen) {
   return Make(id, gen, /*zero=*/false);
 }
 
-RocksDBWriterOptions ContentWriterOptions() {
+RocksDBWriterOptions ContentWriterOptions(uint64_t gen) {
   RocksDBWriterOptions options;
+  if (gen % 2 == 0) options.compression = Compression::kBytePlaneZstd;
   options.max_piece_bytes = 256;
   options.target_file_bytes = 4096;
   options.write_threads = 2;
@@ -98,7 +110,7 @@ RocksDBWriterOptions ContentWriterOptions() {
 
 Status SaveContent(Store& store, const std::string& id, uint64_t gen,
                    bool overwrite) {
-  RocksDBWriterOptions options = ContentWriterOptions();
+  RocksDBWriterOptions options = ContentWriterOptions(gen);
   options.overwrite = overwrite;
   ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter(options));
   const GeneratedContent content = MakeContent(id, gen);

@@ -26,14 +26,17 @@ struct GeneratedContent {
 
 // Checkpoint `id` at generation `gen` (>= 1): a bf16 matrix and a float32
 // tensor sharded into two boxes, each of many pieces at
-// ContentWriterOptions(), a float32 vector, a 0-d int64, opaque bytes of
-// several pieces, and the tag. Shapes and lengths vary with (id, gen), so
-// an overwrite changes the layout too.
+// ContentWriterOptions(), both valued as trained weights are (so that
+// they compress), a float32 vector, a 0-d int64, opaque bytes of several
+// pieces, and the tag. Shapes and lengths vary with (id, gen), so an
+// overwrite changes the layout too.
 GeneratedContent MakeContent(const std::string& id, uint64_t gen);
 
 // Writer options that cut MakeContent into many pieces spread over several
-// staging SST files, written by two threads.
-RocksDBWriterOptions ContentWriterOptions();
+// staging SST files, written by two threads; an even `gen` is saved with
+// compressed pieces, an odd one without, so that every store these tests
+// make mixes both, and incremental saves reference across them.
+RocksDBWriterOptions ContentWriterOptions(uint64_t gen);
 
 // Saves MakeContent(id, gen) as `id` into `store`.
 Status SaveContent(Store& store, const std::string& id, uint64_t gen,

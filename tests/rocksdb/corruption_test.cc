@@ -26,6 +26,7 @@
 #include "rocksdb/raw_store.h"
 #include "rocksdb/store_fixture.h"
 #include "rocksdb/store_impl.h"
+#include "weights.h"
 
 namespace rocksdcp::testing {
 namespace {
@@ -50,13 +51,21 @@ struct VictimState {
   StateDict dict;
 };
 
-VictimState MakeVictim(bool zero) {
+// With `weights`, w and opt hold the bytes of bf16 values drawn as trained
+// weights are, which compress.
+VictimState MakeVictim(bool zero, bool weights = false) {
   VictimState s;
   s.w = zero ? ZeroTensor(DType::kUInt8, {12, kPiece})
              : RandomTensor(DType::kUInt8, {12, kPiece}, 71);
   s.bias = zero ? ZeroTensor(DType::kFloat32, {100})
                 : RandomTensor(DType::kFloat32, {100}, 72);
   s.opt = zero ? std::string() : RandomBytes(2 * kPiece + 5000, 73);
+  if (weights && !zero) {
+    FillWeights(WeightKind::kWeight, DType::kBFloat16, 71, s.w.bytes.data(),
+                s.w.bytes.size() / 2);
+    s.opt = WeightBytes(WeightKind::kWeight, DType::kBFloat16, 73,
+                        s.opt.size() / 2);
+  }
   s.dict = {{"w", s.w.view}, {"bias", s.bias.view}, {"opt", s.opt}};
   return s;
 }
@@ -98,8 +107,22 @@ class CorruptionTest : public StoreTest {
   // still load bit-exact. The store is closed, ready to be damaged.
   void SetUp() override {
     StoreTest::SetUp();
+    victim_ = MakeVictim(/*zero=*/false, compressed_);
     ASSERT_OK(SaveDict(ExampleStateDict(1).dict, "before"));
-    ASSERT_OK(SaveDict(victim_.dict, kVictim, {.max_piece_bytes = kPiece}));
+    const std::vector<std::string> before = SstFiles();
+    ASSERT_OK(SaveDict(victim_.dict, kVictim,
+                       {.compression = compressed_
+                                           ? Compression::kBytePlaneZstd
+                                           : Compression::kNone,
+                        .max_piece_bytes = kPiece}));
+    // The victim's data file: the largest its save added.
+    for (const std::string& file : SstFiles()) {
+      if (std::find(before.begin(), before.end(), file) == before.end()) {
+        victim_file_ = file;
+        break;
+      }
+    }
+    ASSERT_FALSE(victim_file_.empty());
     ASSERT_OK(SaveDict(ExampleStateDict(3).dict, "after"));
     CloseStore();
   }
@@ -132,9 +155,7 @@ class CorruptionTest : public StoreTest {
     }
   }
   // The file holding the victim's data.
-  std::string VictimDataFile() const {
-    return Locate(PieceData({kW, 0})).first;
-  }
+  std::string VictimDataFile() const { return victim_file_; }
 
   Result<CheckpointVerifyReport> VerifyOne(const std::string& id) {
     ROCKSDCP_ASSIGN_OR_RETURN(VerifyReport r,
@@ -200,8 +221,19 @@ class CorruptionTest : public StoreTest {
 
   void CheckFlip(const std::string& file, int64_t offset,
                  FlipTally* tally);
+  void RandomByteFlips();
 
-  const VictimState victim_ = MakeVictim(/*zero=*/false);
+  // Set by a test's constructor: the victim holds weights, saved with
+  // compressed pieces.
+  bool compressed_ = false;
+  VictimState victim_;
+  std::string victim_file_;
+};
+
+// The victim saved with compressed pieces (issue #17).
+class CompressedCorruptionTest : public CorruptionTest {
+ protected:
+  CompressedCorruptionTest() { compressed_ = true; }
 };
 
 TEST_F(CorruptionTest, FlippedBytesInPiecesAreAllFoundAndNeverLoaded) {
@@ -359,6 +391,26 @@ void CorruptionTest::CheckFlip(const std::string& file, int64_t offset,
 // do. ROCKSDCP_CORRUPTION_FLIPS sets how many bytes (default 100, about
 // 2 s); a failure prints the seed, and ROCKSDCP_CORRUPTION_SEED replays it.
 TEST_F(CorruptionTest, RandomByteFlipsAreCaughtOrHarmless) {
+  RandomByteFlips();
+}
+
+// The same on compressed pieces: the stored bytes' checksum catches a flip
+// before anything is decoded.
+TEST_F(CompressedCorruptionTest, RandomByteFlipsAreCaughtOrHarmless) {
+  RandomByteFlips();
+}
+
+TEST_F(CompressedCorruptionTest, TheVictimIsStoredCompressed) {
+  OpenStore();
+  const uintmax_t raw = victim_.w.bytes.size() + victim_.opt.size();
+  EXPECT_LT(std::filesystem::file_size(VictimDataFile()), raw * 85 / 100);
+  VictimState into = MakeVictim(/*zero=*/true);
+  ASSERT_OK(LoadDict(&into.dict, kVictim));
+  EXPECT_EQ(into.w.bytes, victim_.w.bytes);
+  EXPECT_EQ(std::get<std::string>(into.dict.at("opt")), victim_.opt);
+}
+
+void CorruptionTest::RandomByteFlips() {
   const char* env = std::getenv("ROCKSDCP_CORRUPTION_FLIPS");
   const int flips = env != nullptr ? std::atoi(env) : 100;
   const char* seed_env = std::getenv("ROCKSDCP_CORRUPTION_SEED");

@@ -89,7 +89,7 @@ void SaveOne(Store& store, const std::string& id, uint64_t gen,
              bool incremental) {
   const std::string what = "save " + id + " " + std::to_string(gen);
   Report("B " + what);
-  RocksDBWriterOptions options = ContentWriterOptions();
+  RocksDBWriterOptions options = ContentWriterOptions(gen);
   options.overwrite = true;
   options.base_on_newest = incremental;
   options.progress = [](const Progress&) { Phase("write_piece"); };

@@ -40,7 +40,8 @@ const char* const kScenarios[] = {
     "id-reserved",     "id-exists",        "id-unknown",
     "dtype-mismatch",  "shape-mismatch",   "fqn-missing",
     "tensor-too-large", "tensor-null-data", "tensor-not-on-cpu",
-    "piece-size-out-of-range", "store-missing", "store-locked",
+    "piece-size-out-of-range", "compression-level-out-of-range",
+    "store-missing", "store-locked",
     "read-only-save",  "piece-corrupt",    "disk-full",
     "catalog-names-another-checkpoint", "catalog-column-family-missing",
     "metadata-claims-more-than-stored", "metadata-lists-more-than-stored",
@@ -192,6 +193,11 @@ class ErrorTableTest : public StoreTest,
     };
     s["piece-size-out-of-range"] = [this] {
       return store_->NewWriter({.max_piece_bytes = 0}).status();
+    };
+    s["compression-level-out-of-range"] = [this] {
+      return store_->NewWriter({.compression = Compression::kBytePlaneZstd,
+                                .compression_level = 22})
+          .status();
     };
     // Stores damaged, or forged, through RocksDB and the schema.
     s["catalog-names-another-checkpoint"] = [this] {

@@ -31,8 +31,9 @@ Status FaultFsStoreTest::SaveSeed(const std::string& id, uint64_t seed,
   options.base = base;
   options.max_piece_bytes = 4096;
   options.write_threads = write_threads;
+  if (compressed_) options.compression = Compression::kBytePlaneZstd;
   ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store_->NewWriter(options));
-  const ExampleState state = ExampleStateDict(seed);
+  const ExampleState state = ExampleStateDict(seed, compressed_);
   SaveOptions so;
   so.checkpoint_id = id;
   return Save(state.dict, *writer, so).status();
@@ -57,7 +58,7 @@ Status FaultFsStoreTest::LoadInto(const std::string& id, ExampleState* out) {
   }
   std::string why;
   for (uint64_t seed : seeds) {
-    auto same = IsExampleState(loaded, seed);
+    auto same = IsExampleState(loaded, seed, compressed_);
     if (same) return same;
     why += " seed " + std::to_string(seed) + ": " + same.message() + ";";
   }

@@ -36,7 +36,8 @@ class FaultFsStoreTest : public ::testing::Test {
   // Saves ExampleStateDict(seed) as `id` in small pieces, so several per
   // item. With one writer thread (the default) the operations are the same
   // each run; with more, each writes a staging file of its own.
-  // With `base`, incrementally against that checkpoint.
+  // With `base`, incrementally against that checkpoint. With compressed_,
+  // ExampleStateDict(seed, weights = true), its pieces compressed.
   Status SaveSeed(const std::string& id, uint64_t seed, bool overwrite,
                   int write_threads = 1, const std::string& base = "");
   // Loads `id` into *out (shaped as EmptyExampleStateDict).
@@ -52,6 +53,8 @@ class FaultFsStoreTest : public ::testing::Test {
   // staging file, and a fresh save and load work.
   ::testing::AssertionResult CheckStore(const Expected& expected);
 
+  // Set by a test's constructor: every SaveSeed compresses.
+  bool compressed_ = false;
   ScopedTempDir dir_;
   std::shared_ptr<FaultFs> fs_;
   std::unique_ptr<Store> store_;

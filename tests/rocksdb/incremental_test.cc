@@ -107,16 +107,6 @@ class IncrementalTest : public StoreTest {
     EXPECT_OK(info);
     return info.ok() ? *info : CheckpointInfo();
   }
-
-  void ExpectVerifies() {
-    ASSERT_OK_AND_ASSIGN(VerifyReport report, store_->Verify());
-    for (const auto& c : report.checkpoints) {
-      EXPECT_TRUE(c.ok()) << c.checkpoint_id << ": "
-                          << (c.problems.empty()
-                                  ? std::string("unlisted")
-                                  : c.problems[0].status.ToString());
-    }
-  }
 };
 
 TEST_F(IncrementalTest, UnchangedPiecesAreReferencesAndLoadBitExact) {

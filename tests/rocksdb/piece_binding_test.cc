@@ -86,7 +86,8 @@ void RewritePiecesAsVersionOne(RawStore& raw) {
     for (uint32_t p = 0; p < kPieces; ++p) {
       const std::string key = KeyOf(fqn, p);
       const std::string value = raw.Get(kId, key);
-      auto piece = format::DecodePiece(value, key);
+      format::PieceDecodeBuffer buffer;  // Unused: no piece is compressed.
+      auto piece = format::DecodePiece(value, key, &buffer);
       ASSERT_OK(piece);
       raw.Put(kId, key, AsVersionOne(*piece));
     }
@@ -119,10 +120,11 @@ TEST_F(PieceBindingTest, SwappedPiecesOfTwoSameSizeItemsFailLoadAndVerify) {
     // so only the binding can tell the swap.
     const std::string a = raw.Get(kId, KeyOf("a", 1));
     const std::string b = raw.Get(kId, KeyOf("b", 1));
+    format::PieceDecodeBuffer buffer, buffer_b;
     ASSERT_OK_AND_ASSIGN(format::DecodedPiece pa,
-                         format::DecodePiece(a, KeyOf("a", 1)));
+                         format::DecodePiece(a, KeyOf("a", 1), &buffer));
     ASSERT_OK_AND_ASSIGN(format::DecodedPiece pb,
-                         format::DecodePiece(b, KeyOf("b", 1)));
+                         format::DecodePiece(b, KeyOf("b", 1), &buffer_b));
     EXPECT_EQ(pa.header.chunk_offsets, pb.header.chunk_offsets);
     EXPECT_EQ(pa.header.chunk_sizes, pb.header.chunk_sizes);
     EXPECT_EQ(pa.header.byte_offset, pb.header.byte_offset);

@@ -33,6 +33,17 @@ struct Step {
   std::string base = "";
 };
 
+// The workload of EveryCutKeepsCommittedAndHidesUncommitted.
+const std::vector<Step>& SaveOverwriteDeleteGcSteps() {
+  static const auto* kSteps = new std::vector<Step>{
+      {Step::kSave, "a", 1},         {Step::kSave, "b", 2},
+      {Step::kOverwrite, "a", 3},    {Step::kDelete, "b"},
+      {Step::kSave, "c", 4, 2},      {Step::kGc, ""},
+      {Step::kOverwrite, "c", 5, 2}, {Step::kDelete, "a"},
+  };
+  return *kSteps;
+}
+
 class PowerLossTest : public FaultFsStoreTest {
  protected:
   // Opens (creating) the store, runs `steps` until one fails, and closes
@@ -122,6 +133,22 @@ class PowerLossTest : public FaultFsStoreTest {
     return cuts;
   }
 
+  // Sweeps power cuts over saves, overwrites, deletes and GC, and prints
+  // how many it made.
+  void SweepSaveOverwriteDeleteGc() {
+    std::vector<uint64_t> interrupted;
+    uint64_t total = 0;
+    const uint64_t cuts =
+        SweepPowerCuts(SaveOverwriteDeleteGcSteps(), &interrupted, &total);
+    ASSERT_GT(total, 50u);
+    std::cout << "[ FIGURES  ] power cuts simulated: " << cuts << " (of "
+              << total << " operations; cuts per step reached:";
+    for (uint64_t c : interrupted) std::cout << " " << c;
+    std::cout << ")\n";
+    RecordProperty("power_cuts", static_cast<int>(cuts));
+    EXPECT_GE(cuts, std::min<uint64_t>(total, 100));
+  }
+
   // Removes the store behind the FaultFs's back, for the next run.
   void RemoveStore() {
     fs_->AssumeDurable();
@@ -130,22 +157,17 @@ class PowerLossTest : public FaultFsStoreTest {
 };
 
 TEST_F(PowerLossTest, EveryCutKeepsCommittedAndHidesUncommitted) {
-  const std::vector<Step> steps = {
-      {Step::kSave, "a", 1},         {Step::kSave, "b", 2},
-      {Step::kOverwrite, "a", 3},    {Step::kDelete, "b"},
-      {Step::kSave, "c", 4, 2},      {Step::kGc, ""},
-      {Step::kOverwrite, "c", 5, 2}, {Step::kDelete, "a"},
-  };
-  std::vector<uint64_t> interrupted;
-  uint64_t total = 0;
-  const uint64_t cuts = SweepPowerCuts(steps, &interrupted, &total);
-  ASSERT_GT(total, 50u);
-  std::cout << "[ FIGURES  ] power cuts simulated: " << cuts << " (of " << total
-            << " operations; cuts per step reached:";
-  for (uint64_t c : interrupted) std::cout << " " << c;
-  std::cout << ")\n";
-  RecordProperty("power_cuts", static_cast<int>(cuts));
-  EXPECT_GE(cuts, std::min<uint64_t>(total, 100));
+  SweepSaveOverwriteDeleteGc();
+}
+
+// The same with every piece compressed where that saves (issue #17).
+class CompressedPowerLossTest : public PowerLossTest {
+ protected:
+  CompressedPowerLossTest() { compressed_ = true; }
+};
+
+TEST_F(CompressedPowerLossTest, EveryCutKeepsCommittedAndHidesUncommitted) {
+  SweepSaveOverwriteDeleteGc();
 }
 
 // Incremental saves (their pieces references to a base's), a delete of a

@@ -79,7 +79,7 @@ void FlipByte(const std::string& path, int64_t offset) {
 
 namespace {
 
-ExampleState MakeExample(uint64_t seed, bool zero) {
+ExampleState MakeExample(uint64_t seed, bool zero, bool weights) {
   ExampleState s;
   s.tensors.reserve(3);
   auto add = [&](const std::string& fqn, DType dtype,
@@ -90,6 +90,10 @@ ExampleState MakeExample(uint64_t seed, bool zero) {
     s.dict[fqn] = s.tensors.back().view;
   };
   add("model.layers.0.attn.w", DType::kBFloat16, {48, 100}, 1);
+  if (weights && !zero) {
+    FillWeights(WeightKind::kWeight, DType::kBFloat16, seed,
+                s.tensors.back().bytes.data(), 48 * 100);
+  }
   add("model.norm.bias", DType::kFloat32, {100}, 2);
   add("step_counter", DType::kInt64, {}, 3);
   s.dict["optimizer/state"] = zero ? std::string() : RandomBytes(5000, seed);
@@ -98,12 +102,14 @@ ExampleState MakeExample(uint64_t seed, bool zero) {
 
 }  // namespace
 
-ExampleState ExampleStateDict(uint64_t seed) { return MakeExample(seed, false); }
-ExampleState EmptyExampleStateDict() { return MakeExample(0, true); }
+ExampleState ExampleStateDict(uint64_t seed, bool weights) {
+  return MakeExample(seed, false, weights);
+}
+ExampleState EmptyExampleStateDict() { return MakeExample(0, true, false); }
 
 ::testing::AssertionResult IsExampleState(const ExampleState& loaded,
-                                          uint64_t seed) {
-  ExampleState want = ExampleStateDict(seed);
+                                          uint64_t seed, bool weights) {
+  ExampleState want = ExampleStateDict(seed, weights);
   for (const auto& [fqn, value] : want.dict) {
     auto it = loaded.dict.find(fqn);
     if (it == loaded.dict.end()) {
@@ -120,6 +126,16 @@ ExampleState EmptyExampleStateDict() { return MakeExample(0, true); }
 }
 
 void StoreTest::SetUp() { OpenStore(); }
+
+void StoreTest::ExpectVerifies() {
+  ASSERT_OK_AND_ASSIGN(VerifyReport report, store_->Verify());
+  for (const auto& c : report.checkpoints) {
+    EXPECT_TRUE(c.ok()) << c.checkpoint_id << ": "
+                        << (c.problems.empty()
+                                ? std::string("unlisted")
+                                : c.problems[0].status.ToString());
+  }
+}
 
 void StoreTest::OpenStore(const StoreOptions& options) {
   store_.reset();

@@ -11,6 +11,7 @@
 
 #include "rocksdcp/rocksdcp.h"
 #include "test_util.h"
+#include "weights.h"
 
 namespace rocksdcp::testing {
 
@@ -36,16 +37,18 @@ void FlipByte(const std::string& path, int64_t offset);
 // A small state dict whose every byte is a function of `seed`: a bf16
 // matrix of several pieces (at max_piece_bytes = 4096), a float tensor, a
 // 0-d int64 and a byte item. The tensors' storage lives in `tensors`.
+// With `weights`, the matrix holds values drawn as trained weights are
+// (weights.h), which compress, instead of random bits.
 struct ExampleState {
   std::vector<OwnedTensor> tensors;
   StateDict dict;
 };
-ExampleState ExampleStateDict(uint64_t seed);
+ExampleState ExampleStateDict(uint64_t seed, bool weights = false);
 // The same shapes, zero-filled, to load into.
 ExampleState EmptyExampleStateDict();
-// True if `loaded` holds exactly ExampleStateDict(seed).
+// True if `loaded` holds exactly ExampleStateDict(seed, weights).
 ::testing::AssertionResult IsExampleState(const ExampleState& loaded,
-                                          uint64_t seed);
+                                          uint64_t seed, bool weights = false);
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -60,6 +63,9 @@ class StoreTest : public ::testing::Test {
                             const RocksDBWriterOptions& options = {});
   Status LoadDict(StateDict* sd, const std::string& id,
                   bool allow_partial_load = false);
+
+  // Store::Verify of the whole store finds every checkpoint sound.
+  void ExpectVerifies();
 
   // FailedPrecondition if there is no open store (OpenStore failed).
   Status NeedStore() const;

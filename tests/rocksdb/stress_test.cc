@@ -254,7 +254,7 @@ class HeldWriter final : public StorageWriterWrapper {
 };
 
 TEST_F(StressTest, SecondSaveOfAnIdBeingSavedIsBusyAndHarmsNothing) {
-  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter(ContentWriterOptions()));
+  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter(ContentWriterOptions(1)));
   std::promise<void> release;
   HeldWriter held(writer.get(), release.get_future().share());
   std::future<void> entered = held.entered();

@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "rocksdb/child_process.h"
 #include "tools/cli_runner.h"
 #include "tools/tools_test_util.h"
+#include "weights.h"
 
 namespace rocksdcp::testing {
 namespace {
@@ -106,6 +108,56 @@ TEST_F(CliFilesTest, AnIncrementalCheckpointDumpsAndExportsAsAFullOne) {
   ASSERT_EQ(
       Run({"export", store_path(), "again", "--safetensors", b}).exit_code, 0);
   EXPECT_EQ(tools::ReadFile(a), tools::ReadFile(b));
+}
+
+// A checkpoint of compressed pieces dumps and exports the bytes an
+// uncompressed one does; import --compress stores them compressed, and
+// they export back unchanged.
+TEST_F(CliFilesTest, CompressedCheckpointsDumpExportAndImportAsPlainOnes) {
+  OwnedTensor w = ZeroTensor(DType::kBFloat16, {128, 256});
+  FillWeights(WeightKind::kWeight, DType::kBFloat16, 5, w.bytes.data(),
+              128 * 256);
+  OwnedTensor v = ZeroTensor(DType::kFloat32, {64, 256});  // NumPy has no bf16.
+  FillWeights(WeightKind::kWeight, DType::kFloat32, 6, v.bytes.data(),
+              64 * 256);
+  const StateDict sd{
+      {"w", w.view}, {"v", v.view}, {"config", std::string(3000, 'c')}};
+  ASSERT_OK(SaveDict(sd, "plain", {.max_piece_bytes = 16384}));
+  ASSERT_OK(SaveDict(sd, "packed",
+                     {.compression = Compression::kBytePlaneZstd,
+                      .max_piece_bytes = 16384}));
+  CloseStore();
+  const std::string a = dir_.Sub("a"), b = dir_.Sub("b");
+  CliRun d = Run({"dump", store_path(), "packed", "v", "--npy", a});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  ASSERT_EQ(Run({"dump", store_path(), "plain", "v", "--npy", b}).exit_code,
+            0);
+  EXPECT_EQ(tools::ReadFile(a), tools::ReadFile(b));
+  ASSERT_EQ(Run({"export", store_path(), "packed", "--safetensors", a})
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      Run({"export", store_path(), "plain", "--safetensors", b}).exit_code, 0);
+  EXPECT_EQ(tools::ReadFile(a), tools::ReadFile(b));
+
+  // Imported compressed into a store of its own: smaller, and the same.
+  const std::string plain = dir_.Sub("plain-store");
+  const std::string packed = dir_.Sub("packed-store");
+  ASSERT_EQ(Run({"import", b, plain, "x"}).exit_code, 0);
+  CliRun i = Run({"import", b, packed, "x", "--compress"});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_EQ(Run({"verify", packed}).exit_code, 0);
+  const std::string again = dir_.Sub("again");
+  ASSERT_EQ(Run({"export", packed, "x", "--safetensors", again}).exit_code, 0);
+  EXPECT_EQ(tools::ReadFile(again), tools::ReadFile(b));
+  auto sst_bytes = [](const std::string& dir) {
+    uint64_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().extension() == ".sst") n += e.file_size();
+    }
+    return n;
+  };
+  EXPECT_LT(sst_bytes(packed), sst_bytes(plain) * 85 / 100);
 }
 
 TEST_F(CliFilesTest, BadStoreIdFqnOrFileFailsNamingIt) {
