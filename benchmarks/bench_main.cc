@@ -5,6 +5,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,22 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   if (!bench::CreateTempRoot()) return 1;
+  std::optional<bench::ThrottledDisk> throttle;
+  if (config.throttle_mbps > 0) {
+    throttle.emplace(bench::TempRoot(), config.throttle_mbps);
+    if (!throttle->status().ok()) {
+      std::fprintf(stderr, "rocksdcp_bench: %s\n",
+                   throttle->status().ToString().c_str());
+      throttle.reset();
+      bench::RemoveTempRoot();
+      return 1;
+    }
+  }
+  benchmark::AddCustomContext(
+      "rocksdcp_bench.throttle",
+      throttle ? throttle->device() + " at " +
+                     std::to_string(config.throttle_mbps) + " MB/s"
+               : "none");
 
   for (int workload : {1, 2, 3}) {
     bench::RegisterBaselineBenchmarks(config, workload);
@@ -27,6 +44,7 @@ int main(int argc, char** argv) {
   }
   bench::RegisterIncrementalBenchmarks(config);
   bench::RegisterRssBenchmarks(config);
+  bench::RegisterCodecBenchmarks(config);
   if (config.ranks) bench::RegisterRanksBenchmarks(config);
   benchmark::AddCustomContext("rocksdcp_bench.profile", config.profile_name);
   benchmark::AddCustomContext("rocksdcp_bench.quick",
@@ -40,6 +58,7 @@ int main(int argc, char** argv) {
   busy.reset();
   benchmark::Shutdown();
   bench::DropWorkload();
+  throttle.reset();
   bench::RemoveTempRoot();
   return 0;
 }

@@ -4,6 +4,8 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +35,25 @@ namespace {
 // The per-process scratch directory, removed by main at exit.
 std::string g_temp_root;
 
+// If `arg` is `prefix` followed by a number, sets *out to it and *ok to
+// whether it lies in [min, max] (printing what is wrong if not) and
+// returns true; false if `arg` is another flag.
+bool IntFlag(std::string_view arg, std::string_view prefix, long long min,
+             long long max, int64_t* out, bool* ok) {
+  if (!arg.starts_with(prefix)) return false;
+  const std::string value(arg.substr(prefix.size()));
+  char* end = nullptr;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  *ok = !value.empty() && *end == '\0' && v >= min && v <= max;
+  if (*ok) {
+    *out = v;
+  } else {
+    std::fprintf(stderr, "rocksdcp_bench: bad value in %.*s (%lld-%lld)\n",
+                 static_cast<int>(arg.size()), arg.data(), min, max);
+  }
+  return true;
+}
+
 }  // namespace
 
 Status Errno(std::string_view what, const std::string& path) {
@@ -48,10 +69,17 @@ benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
 
 bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   int out = 1;
-  int iterations = 0;  // --iterations=N, when given.
+  int64_t iterations = 0;  // --iterations=N, when given.
   for (int i = 1; i < *argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg == "--quick") {
+    bool ok = true;
+    if (IntFlag(arg, "--rss_gib=", 0, 64, &config->rss_gib, &ok) ||
+        IntFlag(arg, "--piece_kib=", 0, 1 << 20, &config->piece_kib, &ok) ||
+        IntFlag(arg, "--iterations=", 1, 1000, &iterations, &ok) ||
+        IntFlag(arg, "--throttle_mbps=", 0, 100000, &config->throttle_mbps,
+                &ok)) {
+      if (!ok) return false;
+    } else if (arg == "--quick") {
       config->quick = true;
     } else if (arg == "--busy") {
       config->busy = true;
@@ -66,16 +94,6 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
                    "(-DROCKSDCP_BUILD_TOOLS=ON)\n");
       return false;
 #endif
-    } else if (arg.starts_with("--rss_gib=")) {
-      const std::string value(arg.substr(std::strlen("--rss_gib=")));
-      char* end = nullptr;
-      const long long v = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < 0 || v > 64) {
-        std::fprintf(stderr, "rocksdcp_bench: bad value in %s (0-64)\n",
-                     argv[i]);
-        return false;
-      }
-      config->rss_gib = v;
     } else if (arg.starts_with("--profile=")) {
       const std::string_view value = arg.substr(std::strlen("--profile="));
       if (value == "server") {
@@ -89,26 +107,6 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
         return false;
       }
       config->profile_name = std::string(value);
-    } else if (arg.starts_with("--piece_kib=")) {
-      const std::string value(arg.substr(std::strlen("--piece_kib=")));
-      char* end = nullptr;
-      const long long v = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
-        std::fprintf(stderr, "rocksdcp_bench: bad value in %s (0-1048576)\n",
-                     argv[i]);
-        return false;
-      }
-      config->piece_kib = v;
-    } else if (arg.starts_with("--iterations=")) {
-      const std::string value(arg.substr(std::strlen("--iterations=")));
-      char* end = nullptr;
-      const long long v = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < 1 || v > 1000) {
-        std::fprintf(stderr, "rocksdcp_bench: bad value in %s (1-1000)\n",
-                     argv[i]);
-        return false;
-      }
-      iterations = static_cast<int>(v);
     } else {
       if (arg == "--help") {
         std::printf(
@@ -131,7 +129,11 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "small) of the save,\n"
             "               load, async and RSS cases\n"
             "  --iterations=N  iterations of every case but memcpy's "
-            "(default 3; 1 with --quick)\n\n");
+            "(default 3; 1 with --quick)\n"
+            "  --throttle_mbps=N  limit the run's reads and writes of the "
+            "scratch disk to N MB/s\n"
+            "               (a cgroup v1 blkio group; needs root; default 0, "
+            "off)\n\n");
       }
       argv[out++] = argv[i];
     }
@@ -145,7 +147,7 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
     config->w6_rows = 8'192;
     config->iterations = 1;
   }
-  if (iterations > 0) config->iterations = iterations;
+  if (iterations > 0) config->iterations = static_cast<int>(iterations);
   return true;
 }
 
@@ -170,6 +172,71 @@ bool CreateTempRoot() {
 
 void RemoveTempRoot() {
   if (!g_temp_root.empty()) RemoveDir(g_temp_root);
+}
+
+const std::string& TempRoot() { return g_temp_root; }
+
+namespace {
+
+constexpr char kBlkio[] = "/sys/fs/cgroup/blkio";
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  if (!out) return Errno("writing \"" + text + "\" to", path);
+  return Status::OK();
+}
+
+// "major:minor" of the whole disk holding `dir`.
+Result<std::string> DiskOf(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Errno("stat", dir);
+  std::string dev =
+      std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  // A partition's parent directory in sysfs is its disk.
+  const fs::path sys = fs::path("/sys/dev/block") / dev;
+  std::error_code ec;
+  if (fs::exists(sys / "partition", ec)) {
+    std::ifstream in(fs::canonical(sys, ec).parent_path() / "dev");
+    std::getline(in, dev);
+  }
+  return dev;
+}
+
+}  // namespace
+
+ThrottledDisk::ThrottledDisk(const std::string& dir, int64_t mbps) {
+  auto disk = DiskOf(dir);
+  if (!disk.ok()) {
+    status_ = disk.status();
+    return;
+  }
+  device_ = *disk;
+  group_ = std::string(kBlkio) + "/rocksdcp_bench." + std::to_string(getpid());
+  std::error_code ec;
+  if (!fs::create_directory(group_, ec)) {
+    status_ =
+        Status::IOError("creating blkio group " + group_ + ": " + ec.message() +
+                        " (--throttle_mbps needs root and cgroup v1's "
+                        "blkio controller)");
+    group_.clear();
+    return;
+  }
+  const std::string rule = device_ + " " + std::to_string(mbps * 1000 * 1000);
+  for (const char* file :
+       {"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"}) {
+    status_ = WriteText(group_ + "/" + file, rule);
+    if (!status_.ok()) return;
+  }
+  status_ = WriteText(group_ + "/cgroup.procs", std::to_string(getpid()));
+}
+
+ThrottledDisk::~ThrottledDisk() {
+  if (group_.empty()) return;
+  WriteText(std::string(kBlkio) + "/cgroup.procs", std::to_string(getpid()))
+      .IgnoreError();
+  ::rmdir(group_.c_str());
 }
 
 std::string FreshDir(std::string_view name) {

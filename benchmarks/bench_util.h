@@ -54,6 +54,10 @@ struct Config {
   // profile's). Its name goes into the output's context.
   std::string profile_name = "server";
   DeviceProfile profile = ServerProfile();
+  // --throttle_mbps=N: the whole run's reads and writes of the scratch
+  // directory's disk limited to N MB/s (ThrottledDisk), as on an SD card
+  // or eMMC. 0: not limited.
+  int64_t throttle_mbps = 0;
 
   // Derived from the flags by ParseOwnFlags.
   // W1's bytes, and the ranks cases'.
@@ -87,6 +91,9 @@ void RegisterRanksBenchmarks(const Config& config);
 void RegisterToolsBenchmarks(const Config& config, int workload);
 // Incremental saves and their loads: W5, W6, W2 (incremental_bench.cc).
 void RegisterIncrementalBenchmarks(const Config& config);
+// The piece codec alone, and saves and loads of a trained model's state
+// with and without it (codec_bench.cc).
+void RegisterCodecBenchmarks(const Config& config);
 
 // A case: its state, and the program's flags.
 using CaseFn = void (*)(benchmark::State&, const Config&);
@@ -115,6 +122,31 @@ class BusyMachine {
   std::vector<int> pids_;
 };
 
+// ---- A throttled disk ----
+
+// While alive, this process's reads and writes of the disk that holds
+// `dir` are limited to `mbps` MB/s (10^6 bytes), direct and buffered,
+// fsync's writeback included: the process is moved into a cgroup v1 blkio
+// group of its own with blkio.throttle.{read,write}_bps_device set on the
+// disk (the whole disk, if `dir` is on a partition). Needs root and the
+// blkio controller at /sys/fs/cgroup/blkio; status() says why not. The
+// destructor moves the process back and removes the group.
+class ThrottledDisk {
+ public:
+  ThrottledDisk(const std::string& dir, int64_t mbps);
+  ~ThrottledDisk();
+  ThrottledDisk(const ThrottledDisk&) = delete;
+  ThrottledDisk& operator=(const ThrottledDisk&) = delete;
+  const Status& status() const { return status_; }
+  // "major:minor" of the throttled disk.
+  const std::string& device() const { return device_; }
+
+ private:
+  std::string group_;
+  std::string device_;
+  Status status_;
+};
+
 // ---- Scratch directories ----
 
 // Makes the per-process scratch directory under $TMPDIR (default /tmp).
@@ -122,6 +154,8 @@ class BusyMachine {
 bool CreateTempRoot();
 // Removes it with everything in it; main calls this at exit.
 void RemoveTempRoot();
+// Its path.
+const std::string& TempRoot();
 
 // A new, empty directory under the scratch root for one run of one case.
 std::string FreshDir(std::string_view name);
