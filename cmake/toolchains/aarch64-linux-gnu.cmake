@@ -42,7 +42,7 @@ set(CMAKE_EXE_LINKER_FLAGS_INIT    "${_link}")
 set(CMAKE_SHARED_LINKER_FLAGS_INIT "${_link}")
 set(CMAKE_MODULE_LINKER_FLAGS_INIT "${_link}")
 
-# pkg-config (xxHash): only the arm64 tree's .pc files, paths prefixed.
+# pkg-config (xxHash, zstd): only the arm64 tree's .pc files, paths prefixed.
 set(ENV{PKG_CONFIG_LIBDIR} "${_dep_root}/usr/lib/${_triple}/pkgconfig:${_dep_root}/usr/share/pkgconfig")
 set(ENV{PKG_CONFIG_SYSROOT_DIR} "${_dep_root}")
 
