@@ -163,7 +163,7 @@ Status PlaneEncoder::Encode(const uint8_t* data, size_t size, size_t elem) {
       got = ZSTD_compress2(r.cctx, r.stored.data() + at, n - 1, plane, n);
       if (ZSTD_isError(got)) got = n;
     }
-    if (got == n) std::memcpy(r.stored.data() + at, plane, n);
+    if (got == n && n > 0) std::memcpy(r.stored.data() + at, plane, n);
     plane_sizes_[k] = static_cast<uint32_t>(got);
     at += got;
   }
