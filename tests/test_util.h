@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -20,6 +21,19 @@
 namespace rocksdcp::testing {
 
 using ::rocksdcp::util::ReadyFuture;
+
+// Whether this build runs under a sanitizer: ROCKSDCP_SANITIZE set, which
+// defines ROCKSDCP_SANITIZED for the tests (GCC and clang name their
+// sanitizers' macros differently). Such builds run several times slower
+// and look for memory and thread errors, which a sample of an exhaustive
+// sweep shows as well as all of it: sweeps test every
+// kSanitizerSweepDivisor-th point there.
+#ifdef ROCKSDCP_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+inline constexpr uint64_t kSanitizerSweepDivisor = 4;
 
 inline const Status& GetStatus(const Status& s) { return s; }
 

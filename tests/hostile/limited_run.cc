@@ -45,7 +45,7 @@ std::string ReadBack(int fd) {
 }  // namespace
 
 bool SanitizerBuild() {
-#ifdef ROCKSDCP_HOSTILE_SANITIZED
+#ifdef ROCKSDCP_SANITIZED
   return true;
 #else
   return false;

@@ -88,6 +88,9 @@ if(shared)
       -G "${parent_CMAKE_GENERATOR}"
       "-DCMAKE_CXX_COMPILER=${parent_CMAKE_CXX_COMPILER}"
       -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
+      # What this checks is how a shared build links and installs, not its
+      # speed: -O1 compiles in two thirds of -O3's time.
+      "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG"
       -DROCKSDCP_BUILD_TESTS=OFF -DROCKSDCP_BUILD_BENCHMARKS=OFF
       -DROCKSDCP_BUILD_EXAMPLES=OFF -DROCKSDCP_FUZZ_TESTS=OFF
       # The LibTorch adapter's shared build adds a minute of compiling and

@@ -48,7 +48,7 @@ using ::testing::HasSubstr;
 constexpr int kRoundsPerEpisode = 20;
 // Sanitizer builds run several times slower; they look for memory and
 // thread errors, which a few episodes show as well as ten.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#ifdef ROCKSDCP_SANITIZED
 constexpr uint64_t kDefaultKills = 40;
 #else
 constexpr uint64_t kDefaultKills = 200;

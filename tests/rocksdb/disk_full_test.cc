@@ -1,6 +1,7 @@
 // A save on a nearly full disk returns an error and leaves every committed
 // checkpoint as it was, however little room is left: swept over every free
-// space from 0 to a 1 MiB checkpoint's size plus 1 MiB, in 4 KiB steps, on a
+// space from 0 to a 1 MiB checkpoint's size plus 1 MiB, in 4 KiB steps (16
+// KiB under a sanitizer, which runs each step several times slower), on a
 // real filesystem (a small tmpfs this test mounts). The save runs in a
 // child process (rocksdcp_test_child save-mib), so that an abort (RocksDB's
 // assertions) fails the test instead of killing it.
@@ -74,8 +75,9 @@ class DiskFullTest : public ::testing::Test {
 
 TEST_F(DiskFullTest, EveryAmountOfFreeSpaceFailsCleanlyAndKeepsWhatWasCommitted) {
   const uint64_t limit = (kCheckpointMib << 20) + (1 << 20);
+  const uint64_t step = kSanitized ? kPage * kSanitizerSweepDivisor : kPage;
   int saved = 0, failed = 0;
-  for (uint64_t free = 0; free <= limit; free += kPage) {
+  for (uint64_t free = 0; free <= limit; free += step) {
     SCOPED_TRACE("free space " + std::to_string(free));
     const std::string store = mount_ + "/store";
     ExampleState first = ExampleStateDict(1);

@@ -144,6 +144,7 @@ Status FaultFsStoreTest::LoadInto(const std::string& id, ExampleState* out) {
 uint64_t SweepStride(uint64_t total, uint64_t points) {
   const char* full = std::getenv("ROCKSDCP_FULL_FAULT_SWEEP");
   if (full != nullptr && std::string(full) == "1") return 1;
+  if (kSanitized) points /= kSanitizerSweepDivisor;
   return std::max<uint64_t>(1, total / std::max<uint64_t>(1, points));
 }
 

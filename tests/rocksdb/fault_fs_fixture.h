@@ -62,7 +62,8 @@ class FaultFsStoreTest : public ::testing::Test {
 
 // The number of sweep points to skip between two tested ones: 1 when the
 // environment sets ROCKSDCP_FULL_FAULT_SWEEP=1 (every operation; minutes),
-// else enough to test about `points` of `total`.
+// else enough to test about `points` of `total` (a quarter of that under a
+// sanitizer, kSanitized).
 uint64_t SweepStride(uint64_t total, uint64_t points);
 
 }  // namespace rocksdcp::testing

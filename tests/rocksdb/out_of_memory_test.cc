@@ -19,7 +19,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST_F(StoreTest, ALoadThatRunsOutOfMemorySaysSoNamingTheItem) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef ROCKSDCP_SANITIZED
   GTEST_SKIP() << "sanitizers reserve address space that RLIMIT_AS can't cap";
 #else
   const std::string blob = RandomBytes(256 << 20, 5);

@@ -110,7 +110,7 @@ class PieceBindingTest : public StoreTest {
     raw.Put(kId, KeyOf("b", 1), a);
   }
 
-  const Twins twins_;
+  const Twins twins_{};
 };
 
 TEST_F(PieceBindingTest, SwappedPiecesOfTwoSameSizeItemsFailLoadAndVerify) {

@@ -46,6 +46,15 @@ const std::vector<Step>& SaveOverwriteDeleteGcSteps() {
 
 class PowerLossTest : public FaultFsStoreTest {
  protected:
+  // About this many power cuts per sweep (SweepStride), and at least two
+  // thirds of them made.
+  static constexpr uint64_t kCutPoints = 150;
+  static uint64_t MinCuts(uint64_t total) {
+    const uint64_t points =
+        kSanitized ? kCutPoints / kSanitizerSweepDivisor : kCutPoints;
+    return std::min<uint64_t>(total, points * 2 / 3);
+  }
+
   // Opens (creating) the store, runs `steps` until one fails, and closes
   // the store. *expected says what may survive a cut: every completed
   // step's effect, and either side of the step that failed. Returns the
@@ -112,7 +121,7 @@ class PowerLossTest : public FaultFsStoreTest {
     CloseStore();
     RemoveStore();
     interrupted->assign(steps.size() + 1, 0);
-    const uint64_t stride = SweepStride(total, 150);
+    const uint64_t stride = SweepStride(total, kCutPoints);
     uint64_t cuts = 0;
     for (uint64_t n = 0; n < total; n += stride) {
       SCOPED_TRACE("power cut after operation " + std::to_string(n) + " of " +
@@ -146,7 +155,7 @@ class PowerLossTest : public FaultFsStoreTest {
     for (uint64_t c : interrupted) std::cout << " " << c;
     std::cout << ")\n";
     RecordProperty("power_cuts", static_cast<int>(cuts));
-    EXPECT_GE(cuts, std::min<uint64_t>(total, 100));
+    EXPECT_GE(cuts, MinCuts(total));
   }
 
   // Removes the store behind the FaultFs's back, for the next run.
@@ -191,7 +200,7 @@ TEST_F(PowerLossTest, EveryCutDuringIncrementalSavesKeepsReferencesWhole) {
   const uint64_t cuts = SweepPowerCuts(steps, &interrupted, &total);
   std::cout << "[ FIGURES  ] power cuts simulated: " << cuts << " (of " << total
             << " operations)\n";
-  EXPECT_GE(cuts, std::min<uint64_t>(total, 100));
+  EXPECT_GE(cuts, MinCuts(total));
 }
 
 // GC after a failed save, which left an orphan column family and staging
@@ -229,7 +238,7 @@ TEST_F(PowerLossTest, CutsDuringGarbageCollection) {
   CloseStore();
 
   uint64_t cuts = 0;
-  for (uint64_t n = 0; n < total; n += SweepStride(total, 150)) {
+  for (uint64_t n = 0; n < total; n += SweepStride(total, kCutPoints)) {
     SCOPED_TRACE("power cut after GC operation " + std::to_string(n) + " of " +
                  std::to_string(total));
     RemoveStore();
