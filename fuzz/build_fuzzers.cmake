@@ -19,6 +19,9 @@ function(run_step name)
   message(STATUS "fuzz build: ${name}: ok")
 endfunction()
 
+# -O1, the level libFuzzer's documentation builds fuzzers with: this build
+# took 151 s of CI's 49 minutes at -O3, 117 s at -O1 here.
 run_step(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR}
-  -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release)
+  -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
+  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG")
 run_step(build ${CMAKE_COMMAND} --build ${BUILD_DIR} --parallel 2)
