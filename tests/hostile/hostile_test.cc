@@ -40,6 +40,11 @@
 #include "hostile/victim.h"
 
 namespace rocksdcp::hostile {
+
+// The ASan quarantine of this process and of the commands it runs (see
+// __asan_default_options at the end of this file).
+constexpr char kAsanQuarantine[] = "quarantine_size_mb=16";
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -215,7 +220,7 @@ std::string SetUpSuite(Suite& s) {
   // at the end of this file).
   if (SanitizerBuild()) {
     const std::string options = Env("ASAN_OPTIONS") ? Env("ASAN_OPTIONS") : "";
-    const std::string ours = "quarantine_size_mb=16";
+    const std::string ours = kAsanQuarantine;
     setenv("ASAN_OPTIONS",
            (options.empty() ? ours : options + ":" + ours).c_str(), 1);
   }
@@ -556,6 +561,6 @@ TEST(HostileCasesTest, TableCoversEveryAreaAndCommand) {
 // under clang's ASan, 78 MiB in Release). ASan reads this at start-up.
 #ifdef ROCKSDCP_SANITIZED
 extern "C" const char* __asan_default_options() {
-  return "quarantine_size_mb=16";
+  return rocksdcp::hostile::kAsanQuarantine;
 }
 #endif

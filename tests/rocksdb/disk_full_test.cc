@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "rocksdb/child_process.h"
+#include "rocksdb/fault_fs_fixture.h"
 #include "rocksdb/store_fixture.h"
 
 namespace rocksdcp::testing {
@@ -75,7 +76,8 @@ class DiskFullTest : public ::testing::Test {
 
 TEST_F(DiskFullTest, EveryAmountOfFreeSpaceFailsCleanlyAndKeepsWhatWasCommitted) {
   const uint64_t limit = (kCheckpointMib << 20) + (1 << 20);
-  const uint64_t step = kSanitized ? kPage * kSanitizerSweepDivisor : kPage;
+  const uint64_t pages = limit / kPage + 1;
+  const uint64_t step = kPage * SweepStride(pages, pages);
   int saved = 0, failed = 0;
   for (uint64_t free = 0; free <= limit; free += step) {
     SCOPED_TRACE("free space " + std::to_string(free));
