@@ -51,8 +51,10 @@ add_test(NAME fuzz.build
           "-DGENERATOR=${CMAKE_GENERATOR}"
           -P ${fuzz_source_dir}/build_fuzzers.cmake)
 # It builds with -j2 itself.
+# COST: first in a fresh tree (the fuzzers wait for it).
 set_tests_properties(fuzz.build PROPERTIES
-  FIXTURES_SETUP rocksdcp_fuzzers LABELS fuzz PROCESSORS 2 TIMEOUT 1200)
+  FIXTURES_SETUP rocksdcp_fuzzers LABELS fuzz PROCESSORS 2 TIMEOUT 1200
+  COST 2000)
 
 foreach(name piece metadata catalog keys safetensors store)
   add_test(NAME fuzz.${name}

@@ -218,9 +218,15 @@ std::string SetUpSuite(Suite& s) {
   // catch its use. The children run with 16 MiB, so that what they add is
   // measured as in a plain build (this process: __asan_default_options,
   // at the end of this file).
+  // They also skip LeakSanitizer's scan at exit: it took a third of each
+  // command's time (171 ms of `verify` on the pristine store, 117 ms
+  // without), over the suite's 1,200 commands. What this suite judges is
+  // crashes, hangs, memory and lies; leaks on the library's error paths are
+  // the rest of the ASan suite's business, and the store fuzzer's, which
+  // loads forged stores in one process with leak detection on.
   if (SanitizerBuild()) {
     const std::string options = Env("ASAN_OPTIONS") ? Env("ASAN_OPTIONS") : "";
-    const std::string ours = kAsanQuarantine;
+    const std::string ours = std::string(kAsanQuarantine) + ":detect_leaks=0";
     setenv("ASAN_OPTIONS",
            (options.empty() ? ours : options + ":" + ours).c_str(), 1);
   }

@@ -15,13 +15,11 @@
 #      $(pkg-config --cflags --libs rocksdcp)` against the prefix's
 #      rocksdcp.pc (when PKG_CONFIG is given), and run it
 #
-# With -DSHARED_FROM_SOURCE=<rocksdcp source dir> it first configures and
-# builds that source as shared libraries (-DBUILD_SHARED_LIBS=ON, library,
-# MPI library and CLI only) in WORK_DIR/rocksdcp-build, with the compiler
-# and generator of ROCKSDCP_BUILD_DIR, and checks that build instead. Then
-# the prefix must hold librocksdcp.so and no librocksdcp.a, the installed
-# CLI must find the library from its own RPATH, and the pkg-config program
-# runs with LD_LIBRARY_PATH, as its user would run it.
+# When ROCKSDCP_BUILD_DIR was configured with -DBUILD_SHARED_LIBS=ON (CI's
+# ASan + UBSan build is), the prefix must hold librocksdcp.so and no
+# librocksdcp.a, the installed CLI must find the library from its own RPATH,
+# and the pkg-config program runs with LD_LIBRARY_PATH, as its user would run
+# it.
 #
 # With -DTORCH_CONSUMER_SOURCE_DIR=<dir> (when rocksdcp was built with
 # LibTorch), it then configures, builds and runs that project too: it asks
@@ -40,10 +38,6 @@ foreach(var ROCKSDCP_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
 endforeach()
 
 set(prefix "${WORK_DIR}/prefix")
-set(shared OFF)
-if(DEFINED SHARED_FROM_SOURCE AND NOT SHARED_FROM_SOURCE STREQUAL "")
-  set(shared ON)
-endif()
 set(consumer_build "${WORK_DIR}/build")
 
 if(NOT EXISTS "${ROCKSDCP_BUILD_DIR}/rocksdcpConfig.cmake")
@@ -55,7 +49,11 @@ endif()
 # The consumer is built the way rocksdcp was, with the same generator and
 # compiler: a rocksdcp built with clang++ is checked with clang++.
 load_cache("${ROCKSDCP_BUILD_DIR}" READ_WITH_PREFIX parent_
-  CMAKE_GENERATOR CMAKE_CXX_COMPILER)
+  CMAKE_GENERATOR CMAKE_CXX_COMPILER BUILD_SHARED_LIBS)
+set(shared OFF)
+if(parent_BUILD_SHARED_LIBS)
+  set(shared ON)
+endif()
 
 # A leftover prefix or consumer cache from an earlier run could hide a
 # broken install.
@@ -80,24 +78,6 @@ function(run_step name)
   message(STATUS "install test: ${name}: ok")
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
-
-if(shared)
-  set(ROCKSDCP_BUILD_DIR "${WORK_DIR}/rocksdcp-build")
-  run_step(configure-shared
-    ${CMAKE_COMMAND} -S "${SHARED_FROM_SOURCE}" -B "${ROCKSDCP_BUILD_DIR}"
-      -G "${parent_CMAKE_GENERATOR}"
-      "-DCMAKE_CXX_COMPILER=${parent_CMAKE_CXX_COMPILER}"
-      -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
-      # What this checks is how a shared build links and installs, not its
-      # speed: -O1 compiles in two thirds of -O3's time.
-      "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG"
-      -DROCKSDCP_BUILD_TESTS=OFF -DROCKSDCP_BUILD_BENCHMARKS=OFF
-      -DROCKSDCP_BUILD_EXAMPLES=OFF -DROCKSDCP_FUZZ_TESTS=OFF
-      # The LibTorch adapter's shared build adds a minute of compiling and
-      # checks nothing the static install test does not.
-      -DROCKSDCP_WITH_TORCH=OFF -DROCKSDCP_WITH_PYTHON=OFF)
-  run_step(build-shared ${CMAKE_COMMAND} --build "${ROCKSDCP_BUILD_DIR}" -j2)
-endif()
 
 run_step(install
   ${CMAKE_COMMAND} --install "${ROCKSDCP_BUILD_DIR}" --prefix "${prefix}")
