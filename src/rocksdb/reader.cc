@@ -83,7 +83,9 @@ Result<Metadata> RocksDBStorageReaderImpl::ReadMetadata() {
   ROCKSDCP_ASSIGN_OR_RETURN(CommittedCheckpoint c,
                             store_->LookupCommitted(checkpoint_id_));
   auto metadata = ReadCheckpointMetadata(*store_, c);
-  if (!metadata.ok()) return metadata.status().WithContext(Where());
+  if (!metadata.ok()) {
+    return ExplainReadOnlyRace(metadata.status()).WithContext(Where());
+  }
   if (!metadata->storage_meta) metadata->storage_meta = StorageMeta();
   metadata->storage_meta->load_id = load_id_;
   checkpoint_ = std::move(c);
@@ -120,33 +122,36 @@ ReaderStats RocksDBStorageReaderImpl::stats() const {
 
 std::future<Status> RocksDBStorageReaderImpl::ReadData(const LoadPlan& plan,
                                                        LoadPlanner& planner) {
-  Status s = ReadDataSync(plan, planner);
+  return util::ReadyFuture(ExplainReadOnlyRace(ReadDataSync(plan, planner)));
+}
+
+Status RocksDBStorageReaderImpl::ExplainReadOnlyRace(Status s) const {
   // A read-only Store sees the checkpoints committed when it opened; the
   // process that writes the store may delete one meanwhile, and its pieces
   // go with it. Say so, rather than call the checkpoint damaged.
   // And a read-only open beside a writer committing the checkpoint can
   // see its catalog entry before its pieces; a store opened now reads it.
-  if (s.IsCorruption() && store_->read_only()) {
-    const std::string where = "checkpoint " + util::Quote(checkpoint_id_) +
-                              " in store " + util::Quote(store_->path());
-    auto now = store_->CheckpointOnDiskNow(checkpoint_id_);
-    if (now.ok() && *now == StoreImpl::OnDiskNow::kGone) {
-      s = Status::NotFound(
-          where +
-          " was deleted after this read-only store opened (by the process "
-          "that writes the store), and its pieces with it; it cannot be "
-          "loaded (the read failed with: " +
-          s.message() + ")");
-    } else if (now.ok() && *now == StoreImpl::OnDiskNow::kIntact) {
-      s = Status::Aborted(
-          where +
-          " could not be read through this read-only store, which opened "
-          "while another process was committing it; it is intact on disk: "
-          "open the store again to load it (the read failed with: " +
-          s.message() + ")");
-    }
+  if (!s.IsCorruption() || !store_->read_only()) return s;
+  const std::string where = "checkpoint " + util::Quote(checkpoint_id_) +
+                            " in store " + util::Quote(store_->path());
+  auto now = store_->CheckpointOnDiskNow(checkpoint_id_);
+  if (now.ok() && *now == StoreImpl::OnDiskNow::kGone) {
+    return Status::NotFound(
+        where +
+        " was deleted after this read-only store opened (by the process "
+        "that writes the store), and its pieces with it; it cannot be "
+        "loaded (the read failed with: " +
+        s.message() + ")");
   }
-  return util::ReadyFuture(std::move(s));
+  if (now.ok() && *now == StoreImpl::OnDiskNow::kIntact) {
+    return Status::Aborted(
+        where +
+        " could not be read through this read-only store, which opened "
+        "while another process was committing it; it is intact on disk: "
+        "open the store again to load it (the read failed with: " +
+        s.message() + ")");
+  }
+  return s;
 }
 
 Result<RocksDBStorageReaderImpl::Item> RocksDBStorageReaderImpl::LookupItem(

@@ -117,6 +117,11 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   struct Run;  // The shared state of one ReadData.
 
   Status ReadDataSync(const LoadPlan& plan, LoadPlanner& planner);
+  // A read of a read-only Store that found damage: NotFound when the
+  // checkpoint was deleted after the store opened (by the process that
+  // writes the store), Aborted when a store opened now reads it intact;
+  // else `s` as it was.
+  Status ExplainReadOnlyRace(Status s) const;
   // The plan's items in the store's key order (by the first key of the
   // chunk each reads), which is the order of their pieces in the
   // checkpoint's files. Reading in plan order instead jumped back and forth

@@ -191,6 +191,27 @@ TEST_F(CatalogDamageTest, AnEntryDeletedSinceAReadOnlyOpenIsNotFound) {
   ExpectLoads("after", 3);
 }
 
+// A sound checkpoint deleted by a writer, and its files collected, after
+// the read-only store opened: the read-only store still lists it and reads
+// its metadata, but its files are gone from the directory. NotFound, not
+// damage (CI's -j3 run of ReadOnlyReadersSurviveAWriterInAnotherProcess
+// once got "Corruption: ... the checkpoint holds only 760 bytes" here).
+TEST_F(CatalogDamageTest, ACheckpointDeletedAndCollectedSinceAReadOnlyOpenIsNotFound) {
+  OpenStore({.read_only = true});
+  {
+    ASSERT_OK_AND_ASSIGN(auto writer, Store::Open(store_path()));
+    ASSERT_OK(writer->Delete("victim"));
+    ASSERT_OK(writer->CollectGarbage());
+  }
+  ExampleState into = EmptyExampleStateDict();
+  EXPECT_THAT(LoadDict(&into.dict, "victim"),
+              StatusIs(StatusCode::kNotFound,
+                       AllOf(HasSubstr("'victim'"),
+                             HasSubstr("was deleted after this read-only "
+                                       "store opened"))));
+  ExpectLoads("after", 3);
+}
+
 // Many ids on one column family: each one's problem names a few of the
 // others and counts the rest, so the report grows with the catalog, not
 // with its square.
