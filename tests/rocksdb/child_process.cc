@@ -4,8 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -55,12 +58,37 @@ ChildOutput RunChildAs(int uid, const std::vector<std::string>& args) {
   const int bin_fd = open(ROCKSDCP_TEST_CHILD, O_RDONLY);
   EXPECT_GE(bin_fd, 0) << ROCKSDCP_TEST_CHILD << ": " << std::strerror(errno);
   ChildCommand command(args);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+#ifdef ROCKSDCP_SHARED_LIBRARY
+    if (std::strncmp(*e, "LD_LIBRARY_PATH=", 16) == 0) continue;
+#endif
+    env_strings.emplace_back(*e);
+  }
+#ifdef ROCKSDCP_SHARED_LIBRARY
+  // The same for the shared library the child loads: a copy in a directory
+  // everyone may read, found through LD_LIBRARY_PATH.
+  namespace fs = std::filesystem;
+  char lib_dir[] = "/tmp/rocksdcp-child-lib-XXXXXX";
+  EXPECT_NE(mkdtemp(lib_dir), nullptr) << std::strerror(errno);
+  chmod(lib_dir, 0755);
+  std::error_code ec;
+  const fs::path lib =
+      fs::path(lib_dir) / ROCKSDCP_SHARED_LIBRARY_SONAME;
+  fs::copy_file(ROCKSDCP_SHARED_LIBRARY, lib, ec);
+  EXPECT_FALSE(ec) << ROCKSDCP_SHARED_LIBRARY << ": " << ec.message();
+  chmod(lib.c_str(), 0755);
+  env_strings.push_back(std::string("LD_LIBRARY_PATH=") + lib_dir);
+#endif
+  std::vector<char*> env;
+  for (std::string& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(out[1], 1);
     close(out[0]);
     if (uid >= 0 && (setgid(uid) != 0 || setuid(uid) != 0)) _exit(126);
-    fexecve(bin_fd, command.argv.data(), environ);
+    fexecve(bin_fd, command.argv.data(), env.data());
     _exit(127);
   }
   close(bin_fd);
@@ -74,6 +102,9 @@ ChildOutput RunChildAs(int uid, const std::vector<std::string>& args) {
   int status = 0;
   waitpid(pid, &status, 0);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+#ifdef ROCKSDCP_SHARED_LIBRARY
+  fs::remove_all(lib_dir, ec);
+#endif
   return result;
 }
 
