@@ -1,10 +1,9 @@
 #include "rocksdb/child_process.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
