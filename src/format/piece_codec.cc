@@ -213,7 +213,8 @@ PieceDecodeBuffer::~PieceDecodeBuffer() = default;
 // The fuzzer (fuzz/piece_fuzzer.cc) decodes every input at a misaligned
 // address under UBSan to keep it that way.
 Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key,
-                                 PieceDecodeBuffer* buffer) {
+                                 PieceDecodeBuffer* buffer,
+                                 std::optional<uint64_t> expected_length) {
   ROCKSDCP_ASSIGN_OR_RETURN(const fb::ChunkPiece* root,
                             VerifiedRootInPlace<fb::ChunkPiece>(
                                 value, kPieceIdentifier, "chunk piece"));
@@ -259,6 +260,11 @@ Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key,
   h.num_pieces = p.num_pieces();
   h.byte_offset = p.byte_offset();
   h.byte_length = p.byte_length();
+  if (expected_length && h.byte_length != *expected_length) {
+    return Bad("the piece's header does not match the metadata (byte_length " +
+               std::to_string(h.byte_length) + ", expected " +
+               std::to_string(*expected_length) + ")");
+  }
   if (h.piece >= h.num_pieces) {
     return Bad("piece " + std::to_string(h.piece) +
                " is not below num_pieces " + std::to_string(h.num_pieces));

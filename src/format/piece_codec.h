@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -119,9 +120,9 @@ class PieceDecodeBuffer {
   PieceDecodeBuffer& operator=(const PieceDecodeBuffer&) = delete;
 
  private:
-  friend Result<DecodedPiece> DecodePiece(std::string_view value,
-                                          std::string_view key,
-                                          PieceDecodeBuffer* buffer);
+  friend Result<DecodedPiece> DecodePiece(
+      std::string_view value, std::string_view key, PieceDecodeBuffer* buffer,
+      std::optional<uint64_t> expected_length);
   struct Rep;
   std::unique_ptr<Rep> rep_;
 };
@@ -139,8 +140,12 @@ class PieceDecodeBuffer {
 // bytes; it is then decoded into `buffer` (PlaneDecoder::Decode's checks:
 // nothing is decoded beyond byte_length), and the decoded payload checked
 // against payload_xxh3.
-Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key,
-                                 PieceDecodeBuffer* buffer);
+// With `expected_length` (what the metadata says the piece holds), a piece
+// claiming another byte_length is refused before anything is decoded, so
+// that a forged claim never sizes the decode buffer.
+Result<DecodedPiece> DecodePiece(
+    std::string_view value, std::string_view key, PieceDecodeBuffer* buffer,
+    std::optional<uint64_t> expected_length = std::nullopt);
 
 }  // namespace rocksdcp::format
 

@@ -198,7 +198,8 @@ Status VerifyPieceValue(const rocksdb::Status& s, std::string_view value,
                               "damaged piece)");
   }
   if (!s.ok()) return FromRocksDB(s, "reading key " + Quote(key));
-  ROCKSDCP_ASSIGN_OR_RETURN(*out, format::DecodePiece(value, key, buffer));
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      *out, format::DecodePiece(value, key, buffer, item.info.PieceLength(p)));
   if (item.info.format_version >= format::kBoundStorageInfoFormatVersion &&
       out->format_version < format::kPieceFormatVersion) {
     // An unbound piece verifies under any key: one moved here from another

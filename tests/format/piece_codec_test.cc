@@ -459,6 +459,22 @@ TEST_F(CompressedPieceTest, RoundTripsWeightsSmallerThanTheyAre) {
                    value.data() + value.size());
 }
 
+TEST_F(CompressedPieceTest, AClaimOtherThanTheMetadatasIsRefusedBeforeDecoding) {
+  const std::string value = EncodeCompressed(Bf16Header(), Bf16Payload());
+  const uint64_t length = Bf16Header().byte_length;
+  ASSERT_OK(DecodePiece(value, kKey, &decode_buffer, length));
+  // The metadata the reader holds says otherwise: the piece is not decoded
+  // (its own checks would pass), whichever way the claims differ.
+  for (uint64_t expected : {length / 2, length * 2}) {
+    EXPECT_THAT(DecodePiece(value, kKey, &decode_buffer, expected),
+                StatusIs(StatusCode::kCorruption,
+                         HasSubstr("header does not match the metadata "
+                                   "(byte_length " + std::to_string(length) +
+                                   ", expected " + std::to_string(expected) +
+                                   ")")));
+  }
+}
+
 TEST_F(CompressedPieceTest, IncompressiblePiecesStayUncompressed) {
   PieceHeader header = Bf16Header();
   const std::string payload = Payload(header.byte_length);
