@@ -51,9 +51,35 @@ std::string Piece(const format::PieceHeader& h, uint32_t seed) {
   const std::string payload = Payload(static_cast<size_t>(h.byte_length), seed);
   format::PieceEncoder encoder;
   // The piece fuzzer decodes every input under this key.
-  return std::string(encoder.Encode(h, "fuzz#00000000", [&payload](uint8_t* out) {
-    if (!payload.empty()) std::memcpy(out, payload.data(), payload.size());
-  }));
+  return std::string(
+      encoder.Encode(h, "fuzz#00000000", [&payload](uint8_t* out) {
+        if (!payload.empty()) std::memcpy(out, payload.data(), payload.size());
+      }));
+}
+
+// As Piece, compressed (format version 3): `payload` must compress.
+std::string CompressedPiece(const format::PieceHeader& h,
+                            const std::string& payload) {
+  format::PieceEncoder encoder{format::PieceCompression{}};
+  std::string value(
+      encoder.Encode(h, "fuzz#00000000", [&payload](uint8_t* out) {
+        std::memcpy(out, payload.data(), payload.size());
+      }));
+  if (!encoder.last_compressed()) {
+    std::fprintf(stderr, "a compressed seed did not compress\n");
+    std::exit(1);
+  }
+  return value;
+}
+
+// `n` elements of `elem` bytes whose high byte varies little, as the
+// exponent bytes of trained weights do, and whose low bytes do not.
+std::string WeightLike(size_t n, size_t elem, uint32_t seed) {
+  std::string s = Payload(n * elem, seed);
+  for (size_t i = 0; i < n; ++i) {
+    s[i * elem + elem - 1] = static_cast<char>(0x3c + (s[i * elem] & 1));
+  }
+  return s;
 }
 
 format::PieceHeader TensorHeader(DType dtype, std::vector<int64_t> offsets,
@@ -87,6 +113,22 @@ void WritePieces(const fs::path& dir) {
   Write(dir, "bytes", Piece(bytes, 4));
   bytes.byte_length = 0;
   Write(dir, "bytes_empty", Piece(bytes, 5));
+
+  // Compressed: a bf16 and a float32 piece of weight-like values, and
+  // repetitive bytes.
+  Write(dir, "compressed_bf16",
+        CompressedPiece(
+            TensorHeader(DType::kBFloat16, {0, 0}, {16, 32}, 0, 1, 0, 1024),
+            WeightLike(512, 2, 6)));
+  Write(
+      dir, "compressed_f32",
+      CompressedPiece(TensorHeader(DType::kFloat32, {8}, {256}, 1, 2, 512, 512),
+                      WeightLike(128, 4, 7)));
+  bytes.byte_length = 600;
+  std::string text;
+  while (text.size() < 600) text += "optimizer state, step 100; ";
+  text.resize(600);
+  Write(dir, "compressed_bytes", CompressedPiece(bytes, text));
 }
 
 void WriteMetadata(const fs::path& dir) {

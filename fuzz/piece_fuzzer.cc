@@ -6,7 +6,9 @@
 // the two must agree. For an accepted piece it then does what a reader
 // does (reads every header field and data byte and checks the XXH3 and
 // byte range), and re-encodes it: the encoding must decode to the same
-// piece and be a fixed point.
+// piece and be a fixed point. A compressed piece is also compressed again,
+// and decoded with the length a reader's metadata would give, and with
+// another, which must be refused.
 
 #include <cstring>
 #include <string>
@@ -92,13 +94,33 @@ std::string Reencode(const format::DecodedPiece& p) {
   }));
 }
 
+// A compressed piece compressed again decodes to the same piece, also with
+// the length a reader's metadata gives, and is refused with another.
+void CheckCompressedRoundTrip(const format::DecodedPiece& p) {
+  if (p.format_version != format::kCompressedPieceFormatVersion) return;
+  format::PieceEncoder encoder{format::PieceCompression{}};
+  const std::string value(encoder.Encode(p.header, kKey, [&p](uint8_t* out) {
+    if (p.size != 0) std::memcpy(out, p.data, p.size);
+  }));
+  static format::PieceDecodeBuffer buffer;
+  auto again = format::DecodePiece(value, kKey, &buffer, p.header.byte_length);
+  FUZZ_CHECK(again.ok());
+  FUZZ_CHECK(SamePiece(*again, p));
+  FUZZ_CHECK(
+      !format::DecodePiece(value, kKey, &buffer, p.header.byte_length + 1)
+           .ok());
+}
+
 }  // namespace
 }  // namespace rocksdcp::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rocksdcp;
   fuzz::CheckRoundTrip<format::DecodedPiece>(
-      fuzz::AsChars(data, size), fuzz::Decode, fuzz::Reencode,
-      fuzz::SamePiece, fuzz::CheckAccepted);
+      fuzz::AsChars(data, size), fuzz::Decode, fuzz::Reencode, fuzz::SamePiece,
+      [](const format::DecodedPiece& p) {
+        fuzz::CheckAccepted(p);
+        fuzz::CheckCompressedRoundTrip(p);
+      });
   return 0;
 }
