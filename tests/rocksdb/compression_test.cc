@@ -5,6 +5,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rocksdb/options.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/table_properties.h>
 
 #include <cstring>
 #include <filesystem>
@@ -209,6 +212,23 @@ TEST_F(CompressionTest, DecodeBuffersCountInTheReadersMemoryBudget) {
   }
   EXPECT_LT(threads[1], threads[0]);
   EXPECT_GE(threads[1], 1u);
+}
+
+// RocksDB's own block compression would compress pieces a second time:
+// it stays off for checkpoints, compressed or not, once ingested.
+TEST_F(CompressionTest, RocksDBsBlockCompressionStaysOff) {
+  TrainerState state(5);
+  ASSERT_OK(SaveDict(state.dict, "plain", Plain()));
+  ASSERT_OK(SaveDict(state.dict, "packed", Compressed()));
+  const std::vector<std::string> files = SstFiles();
+  ASSERT_GE(files.size(), 2u);
+  for (const std::string& f : files) {
+    rocksdb::SstFileReader reader{rocksdb::Options()};
+    ASSERT_TRUE(reader.Open(f).ok()) << f;
+    auto props = reader.GetTableProperties();
+    ASSERT_NE(props, nullptr) << f;
+    EXPECT_EQ(props->compression_name, "NoCompression") << f;
+  }
 }
 
 TEST_F(CompressionTest, OptionsAreChecked) {
