@@ -270,10 +270,14 @@ const TrainedModel& Model(const Config& config, int64_t which) {
   return *models[which];
 }
 
-RocksDBWriterOptions CodecWriterOptions(const Config& config, bool codec) {
+// Codec 0: none; 1: every piece compressed (CompressionPolicy::kAlways);
+// 2: only while the disk bounds the save (kWhenDiskBound).
+RocksDBWriterOptions CodecWriterOptions(const Config& config, int64_t codec) {
   RocksDBWriterOptions options = WriterOptions(config);
   options.compression =
-      codec ? Compression::kBytePlaneZstd : Compression::kNone;
+      codec != 0 ? Compression::kBytePlaneZstd : Compression::kNone;
+  options.compression_policy = codec == 2 ? CompressionPolicy::kWhenDiskBound
+                                          : CompressionPolicy::kAlways;
   return options;
 }
 
@@ -345,12 +349,13 @@ void BM_CodecSave(benchmark::State& state, const Config& config) {
   Status s = store.status();
   std::unique_ptr<RocksDBStorageWriter> writer;
   if (s.ok()) {
-    auto w = store->NewWriter(CodecWriterOptions(config, state.range(1) != 0));
+    auto w = store->NewWriter(CodecWriterOptions(config, state.range(1)));
     s = w.status();
     if (w.ok()) writer = std::move(*w);
   }
   if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   int saved = 0;
+  const RssMeter rss;
   for (auto _ : state) {
     s = Save(dict, *writer, {.checkpoint_id = "iter-" + std::to_string(saved)})
             .status();
@@ -360,6 +365,7 @@ void BM_CodecSave(benchmark::State& state, const Config& config) {
     }
     ++saved;
   }
+  rss.Report(state);
   SetModelCounters(state, model, saved > 0 ? SstBytes(store.dir()) / saved : 0);
 }
 
@@ -368,13 +374,14 @@ void BM_CodecLoad(benchmark::State& state, const Config& config) {
   ScratchStore store("codec-load");
   Status setup = store.status();
   if (setup.ok()) {
-    auto w = store->NewWriter(CodecWriterOptions(config, state.range(1) != 0));
+    auto w = store->NewWriter(CodecWriterOptions(config, state.range(1)));
     setup = w.status();
     if (w.ok())
       setup = Save(model.Dict(), **w, {.checkpoint_id = "c"}).status();
   }
   std::vector<std::vector<uint8_t>> into = model.ZeroBuffers();
   StateDict dict = model.DictOver(into);
+  const RssMeter rss;
   const Status s = TimeLoads(state, store, /*cold=*/true, setup, [&] {
     ROCKSDCP_ASSIGN_OR_RETURN(auto reader,
                               store->NewReader(config.profile.reader));
@@ -383,6 +390,7 @@ void BM_CodecLoad(benchmark::State& state, const Config& config) {
   if (s.ok() && !model.Same(into)) {
     state.SkipWithError("loaded data differ from the saved data");
   }
+  rss.Report(state);
   SetModelCounters(state, model, SstBytes(store.dir()));
 }
 
@@ -408,7 +416,8 @@ void RegisterCodecBenchmarks(const Config& config) {
       SetCommon(Register(name, fn, config)
                     ->ArgNames({"model", "codec"})
                     ->Args({model, 0})
-                    ->Args({model, 1}),
+                    ->Args({model, 1})
+                    ->Args({model, 2}),
                 config.iterations);
     }
   }

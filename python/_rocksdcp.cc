@@ -606,18 +606,29 @@ void BindStore(py::module_& m) {
            })
       .def("new_writer",
            [](const PyStore& s, bool overwrite, uint64_t max_piece_bytes,
-              const std::string& base, bool base_on_newest, bool compress) {
+              const std::string& base, bool base_on_newest,
+              const std::string& compress) {
              RocksDBWriterOptions options;
              options.overwrite = overwrite;
              if (max_piece_bytes != 0) options.max_piece_bytes = max_piece_bytes;
              options.base = base;
              options.base_on_newest = base_on_newest;
-             if (compress) options.compression = Compression::kBytePlaneZstd;
+             // "", "always" or "when_disk_bound" (CompressionPolicy).
+             if (compress == "always" || compress == "when_disk_bound") {
+               options.compression = Compression::kBytePlaneZstd;
+               options.compression_policy =
+                   compress == "always" ? CompressionPolicy::kAlways
+                                        : CompressionPolicy::kWhenDiskBound;
+             } else if (!compress.empty()) {
+               throw py::value_error("compress must be '', 'always' or "
+                                     "'when_disk_bound', not '" +
+                                     compress + "'");
+             }
              return PyWriter{s.store, Unwrap(s.Get().NewWriter(options))};
            },
            py::arg("overwrite") = false, py::arg("max_piece_bytes") = 0,
            py::arg("base") = "", py::arg("base_on_newest") = false,
-           py::arg("compress") = false)
+           py::arg("compress") = "")
       .def("new_reader", [](const PyStore& s) {
         return PyReader{s.store, Unwrap(s.Get().NewReader()), nullptr};
       });

@@ -144,7 +144,7 @@ const std::vector<Command>& Commands() {
        "FILE.safetensors STORE ID [--overwrite] [--compress]",
        "Saves a "
        "safetensors file into STORE as checkpoint ID (creating the store if "
-       "missing); --compress stores its pieces compressed (byte planes and "
+       "missing); --compress compresses every piece (byte planes and "
        "zstd).",
        3,
        3,

@@ -265,6 +265,9 @@ Result<TransferStats> SafetensorsFile::SaveTo(
   RocksDBWriterOptions wo;
   wo.overwrite = overwrite;
   wo.compression = compression;
+  // An import is kept rather than written on a trainer's clock: every
+  // piece compressed, whatever the disk's speed.
+  wo.compression_policy = CompressionPolicy::kAlways;
   // Every kReleaseEveryBytes written, the mapping's pages leave the RSS
   // (they stay in the page cache; pages still to be read fault back in):
   // the import's memory stays near that, whatever the file's size.

@@ -202,7 +202,8 @@ class SafetensorsFile {
   // views of the mapping, never a copy; every 64 MiB written, the pages
   // read so far leave the process (MappedFile::ReleasePages), so its RSS
   // stays near that whatever the file's size. AlreadyExists if `id` is
-  // committed and !overwrite. `compression`: RocksDBWriterOptions'.
+  // committed and !overwrite. `compression`: RocksDBWriterOptions', with
+  // CompressionPolicy::kAlways.
   Result<TransferStats> SaveTo(
       Store& store, const std::string& id, bool overwrite = false,
       const ProgressCallback& progress = {},

@@ -282,6 +282,18 @@ enum class Compression : uint8_t {
   kBytePlaneZstd = 1,
 };
 
+// Which pieces a writer with compression on offers to its codec
+// (RocksDBWriterOptions::compression_policy).
+// NOTE: these values are stable; never change an existing value.
+enum class CompressionPolicy : uint8_t {
+  // Every piece: the smallest checkpoint, saved at the pace at which the
+  // cores compress.
+  kAlways = 0,
+  // A write thread's pieces only while the disk bounds that thread's save
+  // (see compression_policy).
+  kWhenDiskBound = 1,
+};
+
 struct RocksDBWriterOptions {
   // ---- Behavior ----
 
@@ -333,6 +345,7 @@ struct RocksDBWriterOptions {
   // others, and pieces under 64 bytes, are stored as they are. It trades
   // CPU on save and load for bytes on disk: a win where storage is slow
   // (SD cards, eMMC) or space is short, a loss on a disk faster than zstd
+  // unless compression_policy leaves it to the disk to decide
   // (benchmarks/README.md). Every reader, the CLI and Store::Verify decode
   // compressed pieces whatever this option says. Checksums cover both the
   // stored and the decoded bytes, and an incremental save compares
@@ -340,6 +353,26 @@ struct RocksDBWriterOptions {
   // wrote either save.
   // Default: kNone
   Compression compression = Compression::kNone;
+
+  // Which pieces are offered to the codec. kWhenDiskBound decides window
+  // by window of each write thread's payload (4 * bytes_per_sync bytes: 8
+  // MiB, with write-behind every 2 MiB, if bytes_per_sync is 0). A window
+  // that waited for the disk for over a tenth of its time while
+  // uncompressed makes the thread try compressing; one that did not wait
+  // while compressed makes it try without; otherwise it keeps whichever
+  // took less time per byte, trying the other every 8 windows. Each
+  // thread's first window is an eighth of the others and compressed, so a
+  // save that small is compressed whole. On a disk that keeps up with
+  // uncompressed writes, a save then runs at nearly an uncompressed one's
+  // speed, stored mostly uncompressed; on one slower than the cores
+  // compress, it is stored compressed and gains what compression saves
+  // (benchmarks/README.md). To see the waits, staging files are written
+  // back as they are written, with at most bytes_per_sync under writeback
+  // (RocksDB's strict_bytes_per_sync), which also bounds the page cache a
+  // save dirties; with use_direct_writes, the writes are the waits. kAlways
+  // offers every piece: the smallest checkpoint, at the speed of compression.
+  // Default: kWhenDiskBound
+  CompressionPolicy compression_policy = CompressionPolicy::kWhenDiskBound;
 
   // zstd's level for kBytePlaneZstd, in [-7, 19]: 1 is zstd's fastest
   // positive level; negative levels are faster still and compress less.

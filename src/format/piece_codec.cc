@@ -142,11 +142,11 @@ std::string_view PieceEncoder::Rep::Build(
 std::string_view PieceEncoder::Encode(const PieceHeader& header,
                                       std::string_view key,
                                       const std::function<void(uint8_t*)>& fill,
-                                      Hash128* payload_hash) {
+                                      Hash128* payload_hash, bool compress) {
   const size_t length = static_cast<size_t>(header.byte_length);
   const uint64_t seed = Xxh3(key);
   rep_->last_compressed = false;
-  if (!rep_->compression || length < kMinCompressedBytes) {
+  if (!rep_->compression || !compress || length < kMinCompressedBytes) {
     return rep_->Build(
         header, length,
         [&](uint8_t* data) {

@@ -82,9 +82,12 @@ class PieceEncoder {
   // own, then compresses it: the XXH3 then covers the stored bytes, and
   // the piece's payload_xxh3 the payload.
   // REQUIRES: header.byte_length < 2 GiB minus the header's size.
+  // With `compress` false, a compressing encoder writes this piece
+  // uncompressed, as a plain encoder does.
   std::string_view Encode(const PieceHeader& header, std::string_view key,
                           const std::function<void(uint8_t*)>& fill,
-                          Hash128* payload_hash = nullptr);
+                          Hash128* payload_hash = nullptr,
+                          bool compress = true);
 
   // Whether the last piece Encode returned is compressed.
   bool last_compressed() const;

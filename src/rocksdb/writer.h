@@ -70,6 +70,11 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   // that a caller who catches what escapes (std::bad_alloc) can name it.
   Status WriteRun(Job* job, size_t run, size_t begin, size_t end,
                   std::vector<std::string>* files, size_t* at);
+  // Whether pieces are compressed only while the disk bounds the save.
+  bool Adaptive() const {
+    return options_.compression != Compression::kNone &&
+           options_.compression_policy == CompressionPolicy::kWhenDiskBound;
+  }
   // A piece encoder from the pool (or a new one), and back.
   // A fresh encoder, compressing as options_ say.
   std::unique_ptr<format::PieceEncoder> NewEncoder() const;

@@ -11,12 +11,14 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 
 #include "codec/plane_codec.h"
 #include "format/catalog_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/adaptive_compression.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/writer.h"
@@ -48,6 +50,12 @@ constexpr uint64_t kAutoBytesPerThread = 32 << 20;
 constexpr uint64_t kPieceCost = 4 << 10;
 constexpr uint64_t kMinWriteBuffer = 4 << 10;
 constexpr uint64_t kMaxWriteBuffer = 1 << 30;
+// CompressionPolicy::kWhenDiskBound's write-behind when bytes_per_sync is
+// 0, and its windows in syncs: several, so that every window of a save
+// that waits for the disk, compressed or not, shows its waits.
+constexpr uint64_t kAdaptiveSyncBytes = 2ull << 20;
+constexpr uint64_t kSyncsPerWindow = 4;
+
 // zstd's levels that compression_level may name.
 constexpr int kMinCompressionLevel = -7;
 constexpr int kMaxCompressionLevel = 19;
@@ -167,6 +175,12 @@ Status RocksDBStorageWriterImpl::ValidateOptions(
     return Status::InvalidArgument(
         "unknown compression " +
         std::to_string(static_cast<int>(options.compression)));
+  }
+  if (options.compression_policy != CompressionPolicy::kAlways &&
+      options.compression_policy != CompressionPolicy::kWhenDiskBound) {
+    return Status::InvalidArgument(
+        "unknown compression_policy " +
+        std::to_string(static_cast<int>(options.compression_policy)));
   }
   if (options.compression_level < kMinCompressionLevel ||
       options.compression_level > kMaxCompressionLevel) {
@@ -312,6 +326,14 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   job.sst_options.env = store_->env();
   job.env_options.use_direct_writes = options_.use_direct_writes;
   job.env_options.bytes_per_sync = options_.bytes_per_sync;
+  if (Adaptive()) {
+    // Write-behind that waits when the disk falls behind: the waits the
+    // governor of each thread measures.
+    job.env_options.strict_bytes_per_sync = true;
+    if (job.env_options.bytes_per_sync == 0) {
+      job.env_options.bytes_per_sync = kAdaptiveSyncBytes;
+    }
+  }
   job.env_options.writable_file_max_buffer_size =
       static_cast<size_t>(options_.writable_file_max_buffer_size);
 
@@ -393,8 +415,16 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
     largest_piece = std::max(
         largest_piece, std::min(job->order[i].bytes, options_.max_piece_bytes));
   }
-  const rocksdb::Options file_options =
+  rocksdb::Options file_options =
       StagingFileOptions(job->sst_options, largest_piece);
+  // With kWhenDiskBound, the thread's files are written through a clock of
+  // the time they wait for the disk, which picks each window's mode.
+  std::optional<DiskBoundCompression> disk_bound;
+  if (Adaptive()) {
+    disk_bound.emplace(store_->fs(),
+                       kSyncsPerWindow * job->env_options.bytes_per_sync);
+    file_options.env = disk_bound->env();
+  }
   std::unique_ptr<rocksdb::SstFileWriter> sst;
   std::string file_path;
   uint64_t file_bytes = 0;
@@ -571,7 +601,8 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
                             header.byte_length);
               }
             },
-            hashed ? nullptr : &info.piece_hashes[p]);
+            hashed ? nullptr : &info.piece_hashes[p],
+            !disk_bound || disk_bound->compress());
         info.compressed |= encoder->last_compressed();
       }
       if (base != nullptr && header.byte_length > 0 &&
@@ -598,6 +629,7 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
                                        std::to_string(p) + " to " + file_path));
       }
       file_bytes += value.size();
+      if (disk_bound) disk_bound->Wrote(header.byte_length);
       if (options_.progress) {
         std::lock_guard<std::mutex> lock(job->mu);
         job->progress.bytes_done += header.byte_length;

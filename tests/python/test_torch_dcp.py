@@ -177,7 +177,8 @@ def test_compressed_saves_are_smaller_and_load_bit_exact(tmp_path):
              "w.fp32": torch.randn(256, 256, generator=g) * 0.02,
              "step": torch.tensor(7)}
     sizes = {}
-    for name, compress in (("plain", False), ("packed", True)):
+    for name, compress in (("plain", False), ("packed", "always"),
+                           ("adaptive", True)):
         path = tmp_path / name
         save(path, "c", state, compress=compress)
         sizes[name] = sum(os.path.getsize(f) for f in sst_files(str(path)))
@@ -186,6 +187,11 @@ def test_compressed_saves_are_smaller_and_load_bit_exact(tmp_path):
         for k, v in state.items():
             assert same_bytes(v, into[k]), (name, k)
     assert sizes["packed"] < 0.85 * sizes["plain"], sizes
+    # A save of under a window (8 MiB) per thread is compressed whole,
+    # whatever the disk.
+    assert sizes["adaptive"] < 0.85 * sizes["plain"], sizes
+    with pytest.raises(ValueError, match="compress must be"):
+        rt.StorageWriter(tmp_path / "bad", "c", compress="zip")
     # An incremental save of the same state over the compressed one
     # references every piece, uncompressed as it is.
     save(tmp_path / "packed", "d", state, base="c")

@@ -80,6 +80,9 @@ RocksDBWriterOptions Compressed(std::string base = "") {
   RocksDBWriterOptions o;
   o.max_piece_bytes = kPiece;
   o.compression = Compression::kBytePlaneZstd;
+  // Every piece, whatever this disk's speed (adaptive_compression_test.cc
+  // tests the other policy).
+  o.compression_policy = CompressionPolicy::kAlways;
   o.base = std::move(base);
   return o;
 }

@@ -60,9 +60,15 @@ class _WriterMethods:
         reference to where the base holds it, not written again (only the
         coordinator's arguments count).
 
-        ``compress=True`` stores each piece compressed (byte planes, then
-        zstd) where that saves at least 5%: trained bf16 and fp32 weights
-        take less space, random bytes none; every reader decodes them.
+        ``compress=True`` (or ``"when_disk_bound"``) compresses pieces
+        (byte planes, then zstd, kept where that saves at least 5%) while
+        the disk, not the CPU, bounds the save: a disk slower than
+        compression gets compressed pieces and a faster save, a fast disk
+        a save at nearly its uncompressed speed, mostly uncompressed.
+        ``compress="always"`` compresses every piece: the smallest
+        checkpoint (trained bf16 and fp32 weights take less space, random
+        bytes none), at the speed of compression. Every reader decodes
+        them.
 
         The coordinator opens the store read-write when torch first calls
         (``init`` / ``set_up_storage_writer``), so that a locked store fails
@@ -77,7 +83,16 @@ class _WriterMethods:
         self._rank_arg, self._world_arg, self._group = rank, world_size, process_group
         self._max_piece_bytes = max_piece_bytes or 0
         self._base, self._base_on_newest = base or "", bool(base_on_newest)
-        self._compress = bool(compress)
+        if compress in (True, "when_disk_bound"):
+            self._compress = "when_disk_bound"
+        elif compress == "always":
+            self._compress = "always"
+        elif compress in (False, None, ""):
+            self._compress = ""
+        else:
+            raise ValueError(
+                "compress must be True, False, 'always' or 'when_disk_bound',"
+                f" not {compress!r}")
         self._native = None
         self._is_coordinator = False
         self._rank, self._world_size = 0, 1
