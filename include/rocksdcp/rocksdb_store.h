@@ -354,23 +354,25 @@ struct RocksDBWriterOptions {
   // Default: kNone
   Compression compression = Compression::kNone;
 
-  // Which pieces are offered to the codec. kWhenDiskBound decides window
-  // by window of each write thread's payload (4 * bytes_per_sync bytes: 8
-  // MiB, with write-behind every 2 MiB, if bytes_per_sync is 0). A window
-  // that waited for the disk for over a tenth of its time while
-  // uncompressed makes the thread try compressing; one that did not wait
-  // while compressed makes it try without; otherwise it keeps whichever
-  // took less time per byte, trying the other every 8 windows. Each
+  // Which pieces are offered to the codec. kWhenDiskBound decides for
+  // each write thread, window by window of its payload (4 *
+  // bytes_per_sync bytes: 8 MiB, with write-behind every 2 MiB, if
+  // bytes_per_sync is 0), from what it measured: its own work per byte
+  // with and without compression, the share compressed pieces store, and
+  // the time the disk takes per byte, seen in the windows that waited for
+  // it. It compresses the next window if that predicts at least a tenth
+  // less time; a thread that never waited does not compress. Each
   // thread's first window is an eighth of the others and compressed, so a
   // save that small is compressed whole. On a disk that keeps up with
-  // uncompressed writes, a save then runs at nearly an uncompressed one's
+  // uncompressed writes a save then runs at nearly an uncompressed one's
   // speed, stored mostly uncompressed; on one slower than the cores
   // compress, it is stored compressed and gains what compression saves
   // (benchmarks/README.md). To see the waits, staging files are written
   // back as they are written, with at most bytes_per_sync under writeback
   // (RocksDB's strict_bytes_per_sync), which also bounds the page cache a
-  // save dirties; with use_direct_writes, the writes are the waits. kAlways
-  // offers every piece: the smallest checkpoint, at the speed of compression.
+  // save dirties; with use_direct_writes, the writes are the waits.
+  // kAlways offers every piece: the smallest checkpoint, at the speed of
+  // compression.
   // Default: kWhenDiskBound
   CompressionPolicy compression_policy = CompressionPolicy::kWhenDiskBound;
 

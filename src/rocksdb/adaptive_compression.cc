@@ -1,33 +1,70 @@
 #include "rocksdb/adaptive_compression.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
 namespace rocksdcp {
 
+namespace {
+
+void Average(double* mean, double x) {
+  *mean = *mean < 0 ? x : (*mean + x) / 2;
+}
+
+}  // namespace
+
 void CompressionGovernor::EndWindow(const WindowSample& window) {
-  if (window.payload_bytes == 0 || window.wall_ns == 0) return;
-  const double ns = static_cast<double>(window.wall_ns) /
-                    static_cast<double>(window.payload_bytes);
-  double& mean = window.compressed ? compressed_ns_ : plain_ns_;
-  if (!window.first) mean = mean < 0 ? ns : (mean + ns) / 2;
-  const bool disk_bound = static_cast<double>(window.stall_ns) >
-                          kStallShare * static_cast<double>(window.wall_ns);
-  if (window.compressed == disk_bound) {
-    // Compressing while the disk still bounds the save, or writing as it
-    // is while the disk keeps up: the right mode either way.
-    kept_ = 0;
-    compress_ = window.compressed;
+  if (window.payload_bytes == 0 || window.stored_bytes == 0 ||
+      window.wall_ns == 0) {
     return;
   }
-  // Otherwise, the other mode if it is untried, was faster, or is due for
-  // another try.
-  const double other = window.compressed ? plain_ns_ : compressed_ns_;
-  if (other < 0 || mean < 0 || other < mean || ++kept_ >= kRetryEvery) {
-    kept_ = 0;
-    compress_ = !window.compressed;
+  const double wall = static_cast<double>(window.wall_ns);
+  const double stall = std::min(static_cast<double>(window.stall_ns), wall);
+  const double payload = static_cast<double>(window.payload_bytes);
+  const double stored = static_cast<double>(window.stored_bytes);
+  const double cpu = (wall - stall) / payload;
+  if (window.compressed) {
+    if (provisional_ && !window.first) {
+      cpu_compressed_ = -1;  // The first window's figure goes.
+      provisional_ = false;
+    }
+    Average(&cpu_compressed_, cpu);
+    Average(&stored_share_, stored / payload);
   } else {
-    compress_ = window.compressed;
+    Average(&cpu_plain_, cpu);
+  }
+  const bool disk_bound = stall > kStallShare * wall;
+  const double disk_seen = wall / stored;
+  if (disk_bound) {
+    // The disk bounded the window. Averaged over more windows than the
+    // rest, so that one stall of the file system does not swing it.
+    disk_ = disk_ < 0 ? disk_seen : (3 * disk_ + disk_seen) / 4;
+  } else if (!window.compressed && disk_ >= 0) {
+    disk_ = std::min(disk_, disk_seen);  // It kept up: at least this fast.
+  }
+  // (A compressed window that did not wait says only that the disk keeps
+  // up with compressed pieces: nothing of how it would do without.)
+  slow_plain_windows_ = !window.compressed && stall > kRetimeShare * wall
+                            ? slow_plain_windows_ + 1
+                            : 0;
+
+  if (cpu_plain_ < 0 || disk_ < 0) {
+    // Time the other mode first; or the disk has kept up so far.
+    compress_ = false;
+    return;
+  }
+  const double plain = std::max(cpu_plain_, disk_);
+  const double packed = std::max(cpu_compressed_, disk_ * stored_share_);
+  compress_ = packed < kMargin * plain;
+  if (!compress_ && provisional_ && slow_plain_windows_ >= 2) {
+    compress_ = true;  // Time compression past the first window.
+  } else if (compress_ && window.compressed && !disk_bound &&
+             ++unchecked_ >= kRecheckEvery) {
+    // Compressing while the disk keeps up, for a while: check that the
+    // disk has not become faster than compression.
+    unchecked_ = 0;
+    compress_ = false;
   }
 }
 
@@ -135,13 +172,24 @@ DiskBoundCompression::DiskBoundCompression(rocksdb::FileSystem* fs,
 DiskBoundCompression::~DiskBoundCompression() = default;
 
 void DiskBoundCompression::StartWindow() {
-  window_ = WindowSample{governor_.compress(), 0, 0, 0, first_};
+  window_ = WindowSample{governor_.compress(), 0, 0, 0, 0, first_};
   window_start_ns_ = NowNs();
   window_start_stall_ns_ = clock_->stall_ns();
 }
 
-void DiskBoundCompression::Wrote(uint64_t payload_bytes) {
+void DiskBoundCompression::Wrote(uint64_t payload_bytes,
+                                 uint64_t stored_bytes) {
+  if (first_piece_) {
+    // The thread's first piece pays for starting up: its file, and its
+    // buffers' first touch (zstd's context among them), which would make
+    // compression look several times dearer than it is. Untimed.
+    first_piece_ = false;
+    window_start_ns_ = NowNs();
+    window_start_stall_ns_ = clock_->stall_ns();
+    return;
+  }
   window_.payload_bytes += payload_bytes;
+  window_.stored_bytes += stored_bytes;
   // The first window is an eighth of the others: compressing it costs a
   // fast disk's save little, and a small save is compressed whole.
   const uint64_t size =

@@ -9,10 +9,9 @@
 // So a thread writes its staging files with write-behind that blocks when
 // the disk falls behind (strict_bytes_per_sync: at most bytes_per_sync
 // under writeback; with direct writes, the writes themselves wait), and a
-// StallClock times those waits. Every
-// window of payload, the thread's CompressionGovernor looks at how long
-// the window took and how much of it was spent waiting, and picks the
-// mode of the next one.
+// StallClock times those waits. Every window of payload, the thread's
+// CompressionGovernor looks at how long the window took and how much of
+// it was spent waiting, and picks the mode of the next one.
 
 #ifndef ROCKSDCP_SRC_ROCKSDB_ADAPTIVE_COMPRESSION_H_
 #define ROCKSDCP_SRC_ROCKSDB_ADAPTIVE_COMPRESSION_H_
@@ -34,43 +33,65 @@ struct WindowSample {
   uint64_t wall_ns = 0;
   // Of which the thread waited for the disk.
   uint64_t stall_ns = 0;
-  // The payload bytes written in the window.
+  // The payload bytes written in the window, and what they were stored as.
   uint64_t payload_bytes = 0;
-  // A thread's first window: its time, which includes starting up (the
-  // first file, fresh buffers), says nothing of either mode's speed.
+  uint64_t stored_bytes = 0;
+  // A thread's first window: its time includes starting up (the first
+  // file, fresh buffers), so it overstates what compressing costs.
   bool first = false;
 };
 
 // Picks, window by window, whether a writer thread compresses. Pure logic,
-// fed measured windows.
-//
-// - A window that waited for the disk for more than a tenth of its time
-//   is disk-bound. Compressed and disk-bound: compression still saves
-//   disk time, so the thread keeps compressing.
-// - Uncompressed and not disk-bound: the disk keeps up, so compression
-//   could only add CPU; the thread stays uncompressed.
-// - Otherwise the thread keeps the mode that took less time per payload
-//   byte (each mode's recent average), and tries the other mode again
-//   every kRetryEvery windows, as the disk or the data may have changed.
+// fed measured windows, from which it keeps (averaged over recent
+// windows) what the thread's own work costs per payload byte in each mode
+// (the window's time less its waits), what share of the payload
+// compressed pieces store, and, once a window waited for more than a
+// tenth of its time, what the disk takes per stored byte (the window's
+// time over its stored bytes; an uncompressed window that did not wait
+// only bounds it).
+// It then predicts a byte's time in each mode as the larger of the CPU's
+// and the disk's, and compresses if that predicts at least a tenth less
+// time. With no wait seen yet, the disk keeps up: it does not compress.
 //
 // The first window compresses (DiskBoundCompression makes it small), so
-// a save too small to judge is stored compressed.
+// a save too small to judge is stored compressed; the second does not, to
+// time the other mode. As the first window overstates compression's cost
+// (several times, measured), a thread whose uncompressed windows wait for
+// half their time, twice in a row, compresses one window anyway, to time
+// it; and one that has compressed for kRecheckEvery windows without
+// waiting writes one uncompressed, in case the disk got faster.
 class CompressionGovernor {
  public:
-  // Over this share of a window spent waiting, it is disk-bound.
+  // Over this share of a window spent waiting, the disk bounded it.
   static constexpr double kStallShare = 0.1;
-  static constexpr int kRetryEvery = 8;
+  // Compressing must predict at most this share of the uncompressed time.
+  static constexpr double kMargin = 0.9;
+  // Two uncompressed windows in a row waiting for this share of their
+  // time make a thread that has timed compression only in its first
+  // window time it again.
+  static constexpr double kRetimeShare = 0.5;
+  // Compressed windows that did not wait before one without compression.
+  static constexpr int kRecheckEvery = 16;
 
   bool compress() const { return compress_; }
   void EndWindow(const WindowSample& window);
 
  private:
   bool compress_ = true;
-  // Nanoseconds per payload byte in each mode, averaged; < 0: not seen.
-  double compressed_ns_ = -1;
-  double plain_ns_ = -1;
-  // Windows in a row that stayed in the faster mode by comparison alone.
-  int kept_ = 0;
+  // Nanoseconds of the thread's own work per payload byte in each mode;
+  // < 0: not seen.
+  double cpu_compressed_ = -1;
+  double cpu_plain_ = -1;
+  // Whether cpu_compressed_ comes from the first window alone.
+  bool provisional_ = true;
+  // Stored over payload bytes when compressing.
+  double stored_share_ = -1;
+  // Nanoseconds the disk takes per stored byte; < 0: it has kept up.
+  double disk_ = -1;
+  // Uncompressed windows in a row waiting over kRetimeShare of their time.
+  int slow_plain_windows_ = 0;
+  // Compressed windows since the last uncompressed one that did not wait.
+  int unchecked_ = 0;
 };
 
 // A rocksdb::FileSystem over `target` that counts the time its writable
@@ -112,8 +133,8 @@ class DiskBoundCompression {
   rocksdb::Env* env() const { return env_.get(); }
   // Whether the thread's next piece is offered to the codec.
   bool compress() const { return window_.compressed; }
-  // After each piece: its payload bytes.
-  void Wrote(uint64_t payload_bytes);
+  // After each piece: its payload bytes, and the bytes stored for it.
+  void Wrote(uint64_t payload_bytes, uint64_t stored_bytes);
 
  private:
   void StartWindow();
@@ -122,6 +143,7 @@ class DiskBoundCompression {
 
   const uint64_t window_bytes_;
   bool first_ = true;
+  bool first_piece_ = true;
   std::shared_ptr<StallClock> clock_;
   std::unique_ptr<rocksdb::Env> env_;
   CompressionGovernor governor_;

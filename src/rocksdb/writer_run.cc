@@ -629,7 +629,7 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
                                        std::to_string(p) + " to " + file_path));
       }
       file_bytes += value.size();
-      if (disk_bound) disk_bound->Wrote(header.byte_length);
+      if (disk_bound) disk_bound->Wrote(header.byte_length, value.size());
       if (options_.progress) {
         std::lock_guard<std::mutex> lock(job->mu);
         job->progress.bytes_done += header.byte_length;
