@@ -629,7 +629,12 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
                                        std::to_string(p) + " to " + file_path));
       }
       file_bytes += value.size();
-      if (disk_bound) disk_bound->Wrote(header.byte_length, value.size());
+      // A reference (an unchanged piece of an incremental save) is neither
+      // compressed nor written: only encoded pieces tell the governor
+      // what compressing costs and saves.
+      if (disk_bound && ref_value.empty()) {
+        disk_bound->Wrote(header.byte_length, value.size());
+      }
       if (options_.progress) {
         std::lock_guard<std::mutex> lock(job->mu);
         job->progress.bytes_done += header.byte_length;
