@@ -152,6 +152,13 @@ StorageMeta DecodeStorageMeta(const fb::StorageMeta& m) {
 
 std::string EncodeMetadata(const Metadata& metadata) {
   flatbuffers::FlatBufferBuilder fbb;
+  return std::string(EncodeMetadata(metadata, &fbb));
+}
+
+std::string_view EncodeMetadata(const Metadata& metadata,
+                                flatbuffers::FlatBufferBuilder* out) {
+  flatbuffers::FlatBufferBuilder& fbb = *out;
+  fbb.Clear();
 
   // std::map iterates in fqn order already; storage_data is unordered, so
   // it is sorted to make the encoding a function of the value alone.
@@ -184,7 +191,8 @@ std::string EncodeMetadata(const Metadata& metadata) {
   fbb.Finish(fb::CreateMetadata(fbb, version, state_dict, planner_data,
                                 storage_data, storage_meta),
              kMetadataIdentifier);
-  return Finished(fbb);
+  return std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                          fbb.GetSize());
 }
 
 namespace {
@@ -232,8 +240,10 @@ uint64_t MetadataBytesBound(const Metadata& metadata) {
   return bound;
 }
 
-Status CheckMetadataFits(const Metadata& metadata, uint64_t limit) {
+Status CheckMetadataFits(const Metadata& metadata, uint64_t limit,
+                         uint64_t* bound_out) {
   const uint64_t bound = MetadataBytesBound(metadata);
+  if (bound_out != nullptr) *bound_out = bound;
   if (bound <= limit) return Status::OK();
   return Status::InvalidArgument(
       "the checkpoint's metadata (" +

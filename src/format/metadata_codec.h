@@ -3,6 +3,8 @@
 #ifndef ROCKSDCP_SRC_FORMAT_METADATA_CODEC_H_
 #define ROCKSDCP_SRC_FORMAT_METADATA_CODEC_H_
 
+#include <flatbuffers/flatbuffers.h>
+
 #include <string>
 #include <string_view>
 
@@ -17,6 +19,13 @@ inline constexpr char kMetadataIdentifier[] = "RDCM";
 // check its 2 GiB limit in release builds.
 std::string EncodeMetadata(const Metadata& metadata);
 
+// As above, into `fbb`, which is cleared first and keeps its buffer: a
+// caller that encodes again into the same builder reuses warm memory. The
+// bytes returned live in `fbb` until its next use.
+// REQUIRES: CheckMetadataFits(metadata) is OK.
+std::string_view EncodeMetadata(const Metadata& metadata,
+                                flatbuffers::FlatBufferBuilder* fbb);
+
 // An upper bound on EncodeMetadata(metadata).size(), computed without
 // encoding: every string, vector and table with its largest padding and
 // bookkeeping.
@@ -26,9 +35,11 @@ uint64_t MetadataBytesBound(const Metadata& metadata);
 inline constexpr uint64_t kMaxMetadataBytes = (uint64_t{1} << 31) - (1 << 20);
 
 // InvalidArgument if MetadataBytesBound(metadata) exceeds `limit`, saying
-// how many items it holds and what to do.
+// how many items it holds and what to do. Sets *bound to that bound if
+// `bound` is not null.
 Status CheckMetadataFits(const Metadata& metadata,
-                         uint64_t limit = kMaxMetadataBytes);
+                         uint64_t limit = kMaxMetadataBytes,
+                         uint64_t* bound = nullptr);
 
 // The fewest bytes a checkpoint stores for each chunk or byte item its
 // metadata lists: every one has at least one piece, whose value (header,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "format/catalog_codec.h"
 #include "keys/keys.h"
@@ -98,15 +99,21 @@ Status StoreImpl::DropColumnFamilyLocked(const std::string& name) {
 
 rocksdb::Status StoreImpl::WriteMetadataAndEntryLocked(
     rocksdb::ColumnFamilyHandle* cf, std::string_view metadata_value,
-    const CheckpointInfo& info) {
-  rocksdb::WriteBatch batch;
+    const CheckpointInfo& info, rocksdb::WriteBatch* reused) {
+  const std::string entry_key = keys::CatalogKey(info.id);
+  const std::string entry = format::EncodeCatalogEntry(info);
+  // Sized once: growing a batch copies what it holds.
+  std::optional<rocksdb::WriteBatch> fresh;
+  if (reused == nullptr) {
+    fresh.emplace(metadata_value.size() + entry.size() + entry_key.size() +
+                  keys::kMetadataKey.size() + 64);
+  }
+  rocksdb::WriteBatch& batch = reused != nullptr ? *reused : *fresh;
+  batch.Clear();
   rocksdb::Status s = batch.Put(
       cf, rocksdb::Slice(keys::kMetadataKey.data(), keys::kMetadataKey.size()),
       rocksdb::Slice(metadata_value.data(), metadata_value.size()));
-  if (s.ok()) {
-    s = batch.Put(default_cf_, keys::CatalogKey(info.id),
-                  format::EncodeCatalogEntry(info));
-  }
+  if (s.ok()) s = batch.Put(default_cf_, entry_key, entry);
   if (!s.ok()) return s;
   rocksdb::WriteOptions wo;
   wo.sync = true;
@@ -250,7 +257,7 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   info.state = CheckpointState::kCommitted;
   if (info.created_unix_micros == 0) info.created_unix_micros = NowUnixMicros();
 
-  s = WriteMetadataAndEntryLocked(raw, req.metadata_value, info);
+  s = WriteMetadataAndEntryLocked(raw, req.metadata_value, info, req.batch);
   if (!s.ok()) {
     // The batch may be durable all the same (its WAL record written, the
     // sync failed): then the next open commits it. So its column family

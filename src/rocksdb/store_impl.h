@@ -9,6 +9,7 @@
 #include <rocksdb/env.h>
 #include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
 #include <algorithm>
 #include <functional>
@@ -72,10 +73,16 @@ struct CommitRequest {
   // The smallest and largest key written into each of them, in any order:
   // Commit checks what RocksDB ingested against them.
   std::vector<std::pair<std::string, std::string>> key_ranges;
-  // The encoded Metadata value, and the catalog entry to write (its
-  // column_family is filled in by Commit, and its created time unless set).
-  std::string metadata_value;
+  // The encoded Metadata value (the caller's, until Commit returns), and
+  // the catalog entry to write (its column_family is filled in by Commit,
+  // and its created time unless set).
+  std::string_view metadata_value;
   CheckpointInfo info;
+  // If set, the batch Commit writes them with (cleared first): a writer
+  // that commits again keeps its memory warm, where a fresh batch for a
+  // 51,000-item metadata (16 MB) faults in 4,000 pages. Else Commit uses
+  // one of its own.
+  rocksdb::WriteBatch* batch = nullptr;
   // The column families the save pinned (LookupCommitted's pin_for_save):
   // on success Commit releases them, and drops those nothing keeps.
   std::vector<std::string> pinned;
@@ -235,10 +242,12 @@ class StoreImpl final : public Store {
                                    const std::string& cf_name);
   Status CheckWritableLocked(std::string_view what) const;
   // A checkpoint's commit: its metadata value in column family `cf` and
-  // its catalog entry `info`, in one synced WriteBatch.
+  // its catalog entry `info`, in one synced WriteBatch: `batch`, cleared
+  // first, or a fresh one if null.
   rocksdb::Status WriteMetadataAndEntryLocked(rocksdb::ColumnFamilyHandle* cf,
                                               std::string_view metadata_value,
-                                              const CheckpointInfo& info);
+                                              const CheckpointInfo& info,
+                                              rocksdb::WriteBatch* batch);
   // Drops column family `name`; one that is not dropped stays in cfs_.
   Status DropColumnFamilyLocked(const std::string& name);
   // The column families that must stay: each sound catalog entry's own and

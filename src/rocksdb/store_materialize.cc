@@ -181,7 +181,8 @@ Result<MaterializeReport> StoreImpl::Materialize(
     request.files = {file};
     request.key_ranges = {{copies.front().key, copies.back().key}};
   }
-  request.metadata_value = format::EncodeMetadata(metadata);
+  const std::string metadata_value = format::EncodeMetadata(metadata);
+  request.metadata_value = metadata_value;
   request.info = c.info;
   request.info.referenced_column_families.clear();
   request.info.referenced_bytes = 0;

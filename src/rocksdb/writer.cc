@@ -25,6 +25,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kMaxCheckpointIdBytes = 128;
+// The first metadata buffer's size is the metadata's bound, at most this.
+constexpr uint64_t kMaxMetadataBufferBytes = uint64_t{256} << 20;
+// Room in the commit's batch for the catalog entry and the keys.
+constexpr size_t kCatalogEntryRoom = 64 << 10;
 
 }  // namespace
 
@@ -340,17 +344,36 @@ Status RocksDBStorageWriterImpl::Finish(
   request.info.referenced_column_families.assign(referenced.begin(),
                                                  referenced.end());
   metadata->storage_meta = GetStorageMeta();
-  ROCKSDCP_RETURN_IF_ERROR(
-      format::CheckMetadataFits(*metadata).WithContext(Where()));
+  uint64_t metadata_bound = 0;
+  ROCKSDCP_RETURN_IF_ERROR(format::CheckMetadataFits(*metadata,
+                                                     format::kMaxMetadataBytes,
+                                                     &metadata_bound)
+                               .WithContext(Where()));
   for (auto& [file, range] : files) {
     request.files.push_back(file);
     request.key_ranges.push_back(std::move(range));
   }
-  request.metadata_value = format::EncodeMetadata(*metadata);
+  // Both sized once, as growing copies what they hold; pages never
+  // touched cost nothing.
+  if (metadata_fbb_ == nullptr) {
+    metadata_fbb_ = std::make_unique<flatbuffers::FlatBufferBuilder>(
+        std::min(metadata_bound, kMaxMetadataBufferBytes));
+  }
+  request.metadata_value =
+      format::EncodeMetadata(*metadata, metadata_fbb_.get());
+  if (commit_batch_ == nullptr) {
+    commit_batch_ = std::make_unique<rocksdb::WriteBatch>(
+        request.metadata_value.size() + kCatalogEntryRoom);
+  }
   request.info.metadata_checksum = format::Xxh3(request.metadata_value);
+  request.batch = commit_batch_.get();
 
   request.pinned = pinned_;
   auto committed = store_->Commit(std::move(request));
+  if (!options_.reuse_buffers) {
+    metadata_fbb_.reset();
+    commit_batch_.reset();
+  }
   if (!committed.ok()) return committed.status().WithContext(Where());
   pinned_.clear();  // Commit released them.
   Abandon();  // Committed: release the id and remove the emptied staging dir.

@@ -252,6 +252,44 @@ TEST_F(WriterTest, OneWriterSavesAgainWithItsReusedBuffers) {
   }
 }
 
+// The coordinator's metadata and commit buffers, kept between saves: a
+// metadata larger than any before it outgrows them, a smaller one follows
+// into buffers that held more, and each checkpoint reads back exactly
+// what its save committed. Without reuse_buffers, fresh ones each time.
+TEST_F(WriterTest, OneWriterCommitsMetadataOfEveryCountWithItsBuffers) {
+  for (bool reuse : {true, false}) {
+    RocksDBWriterOptions o = Options(2);
+    o.reuse_buffers = reuse;
+    ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter(o));
+    for (int items : {3, 3000, 7}) {
+      SCOPED_TRACE(std::to_string(items) + " items, reuse " +
+                   std::to_string(reuse));
+      StateDict sd;
+      for (int i = 0; i < items; ++i) {
+        sd["optim.state." + std::to_string(i) + ".step"] =
+            std::string(1 + i % 40, static_cast<char>('a' + items % 26));
+      }
+      const std::string id =
+          "n" + std::to_string(items) + (reuse ? "-reuse" : "-fresh");
+      ASSERT_OK_AND_ASSIGN(Metadata saved,
+                           Save(sd, *writer, {.checkpoint_id = id}));
+      ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader());
+      ASSERT_OK(reader->Reset(id));
+      ASSERT_OK_AND_ASSIGN(Metadata read, reader->ReadMetadata());
+      EXPECT_EQ(read.state_dict_metadata.size(), static_cast<size_t>(items));
+      EXPECT_TRUE(Comparable(read) == Comparable(saved));
+      StateDict into = sd;
+      for (auto& [fqn, v] : into) std::get<std::string>(v).assign(1, '?');
+      ASSERT_OK(LoadDict(&into, id));
+      for (const auto& [fqn, v] : sd) {
+        EXPECT_EQ(std::get<std::string>(into[fqn]), std::get<std::string>(v))
+            << fqn;
+      }
+    }
+  }
+  ExpectVerifies();
+}
+
 TEST_F(WriterTest, MemoryBudgetCapsTheThreads) {
   MixedState s = Mixed(6);
   RocksDBWriterOptions o = Options(8);
