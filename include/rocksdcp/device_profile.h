@@ -40,7 +40,8 @@ DeviceProfile ServerProfile();
 // no speed there.
 //
 // - store: one background job; a read buffer pool of 8 MiB (it serves only
-//   pieces of 1 MiB and more, which this profile does not write). The
+//   pieces of 1 MiB and more, which this profile does not write); at most
+//   16 MiB of write-ahead log, and of metadata held in memory for it. The
 //   checkpoints' block cache is 8 MiB under every profile, small enough
 //   for a board already.
 // - writer: memory_budget 32 MiB, two write threads, 128 KiB pieces (the

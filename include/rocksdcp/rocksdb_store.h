@@ -86,6 +86,19 @@ struct StoreOptions {
   // Default: 2
   int max_background_jobs = 2;
 
+  // The write-ahead log the store keeps, in bytes. Each commit writes its
+  // checkpoint's metadata (about 300 bytes an item: 16 MB for 51,000) and
+  // catalog entry into the WAL, and the metadata stays in memory until
+  // its column family is flushed; RocksDB deletes a WAL file only once
+  // every column family written in it has flushed, which the catalog's
+  // rarely does. Past this many bytes RocksDB flushes them in the
+  // background, so that the WAL on disk and the memory held for it stay
+  // bounded however long the store is open; 0 leaves it to RocksDB, whose
+  // bound grows with the number of column families (a long-lived store's
+  // WAL grew by each commit's metadata).
+  // Default: 64 MiB
+  uint64_t max_total_wal_size = 64ull << 20;
+
   // The most bytes of freed read buffers the store keeps for reuse, shared
   // by all its readers. RocksDB reads each piece (up to max_piece_bytes)
   // into a buffer of its own; fresh memory costs a page fault per 4 KiB on

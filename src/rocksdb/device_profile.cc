@@ -8,6 +8,7 @@ DeviceProfile SmallDeviceProfile() {
   DeviceProfile p;
   p.store.max_background_jobs = 1;
   p.store.read_buffer_pool_bytes = 8ull << 20;
+  p.store.max_total_wal_size = 16ull << 20;
   p.writer.memory_budget = 32ull << 20;
   p.writer.write_threads = 2;
   p.reader.memory_budget = 16ull << 20;

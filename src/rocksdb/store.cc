@@ -250,6 +250,7 @@ Status StoreImpl::OpenDB() {
   db_options.env = env_.get();
   db_options.create_if_missing = options_.create_if_missing;
   db_options.max_background_jobs = options_.max_background_jobs;
+  db_options.max_total_wal_size = options_.max_total_wal_size;
   // Checkpoint data arrives as ingested SST files; only the catalog and
   // metadata keys go through the WAL, each in a synced write.
   db_options.avoid_flush_during_shutdown = false;

@@ -13,6 +13,8 @@
 namespace rocksdcp::testing {
 namespace {
 
+namespace fs = std::filesystem;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -125,6 +127,51 @@ TEST_F(StoreTest, CheckpointsSurviveReopen) {
   ExampleState into = EmptyExampleStateDict();
   ASSERT_OK(LoadDict(&into.dict, "kept"));
   EXPECT_TRUE(IsExampleState(into, 7));
+}
+
+// A trainer keeps its store open and a few checkpoints: each commit writes
+// its metadata into the WAL, which max_total_wal_size keeps bounded. With
+// 0 (RocksDB's own bound, which grows with the column families) it grows
+// by every commit.
+TEST_F(StoreTest, LongLivedStoresWalStaysBounded) {
+  constexpr int kSaves = 20;
+  StateDict sd;
+  for (int i = 0; i < 2000; ++i) {
+    sd["optim.state." + std::to_string(i) + ".step"] = std::string(8, 's');
+  }
+  auto wal_bytes = [this] {
+    uint64_t n = 0;
+    for (const auto& e : fs::directory_iterator(store_path())) {
+      if (e.path().extension() == ".log") n += e.file_size();
+    }
+    return n;
+  };
+  for (uint64_t limit : {uint64_t{1} << 20, uint64_t{0}}) {
+    SCOPED_TRACE("max_total_wal_size " + std::to_string(limit));
+    CloseStore();
+    fs::remove_all(store_path());
+    OpenStore({.max_total_wal_size = limit});
+    ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
+    const uint64_t empty = wal_bytes();
+    uint64_t one_commit = 0;
+    for (int i = 0; i < kSaves; ++i) {
+      const std::string id = "step-" + std::to_string(i);
+      ASSERT_OK(Save(sd, *writer, {.checkpoint_id = id}));
+      if (i == 0) one_commit = wal_bytes() - empty;
+      if (i >= 2) ASSERT_OK(store_->Delete("step-" + std::to_string(i - 2)));
+    }
+    ASSERT_GT(one_commit, 200u << 10);
+    if (limit != 0) {
+      // The limit, the commit that passed it, and flushes still running.
+      EXPECT_LE(wal_bytes(), limit + 4 * one_commit);
+    } else {
+      EXPECT_GE(wal_bytes(), kSaves * one_commit);
+    }
+    StateDict last = sd;
+    for (auto& [fqn, v] : last) std::get<std::string>(v).assign(8, '?');
+    ASSERT_OK(LoadDict(&last, "step-" + std::to_string(kSaves - 1)));
+    EXPECT_EQ(std::get<std::string>(last["optim.state.7.step"]), "ssssssss");
+  }
 }
 
 TEST_F(StoreTest, StoreLockedByAnotherProcessIsBusy) {
