@@ -454,6 +454,28 @@ TEST_P(StorageContractTest, PartialLoadLoadsWhatIsPresent) {
   EXPECT_EQ(Bytes(View(loaded, "absent")), std::string(10, '\0'));
 }
 
+// The default planner reads allow_partial_load; a planner passed in
+// decides for itself, so setting both is refused before anything is read.
+TEST_P(StorageContractTest, PartialLoadWithAPlannerIsInvalidArgument) {
+  StateDict saved{{"present", Filled(DType::kInt16, {5}, 3)}};
+  ASSERT_OK(SaveDict(saved, "c").status());
+  StateDict loaded{{"present", Zeros(DType::kInt16, {5})},
+                   {"absent", Zeros(DType::kInt16, {5})}};
+  ASSERT_OK_AND_ASSIGN(auto reader, backend_->NewReader());
+  DefaultLoadPlanner planner({.allow_partial_load = true});
+  EXPECT_THAT(Load(&loaded, *reader,
+                   {.checkpoint_id = "c",
+                    .planner = &planner,
+                    .allow_partial_load = true}),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("'c'"),
+                             HasSubstr("allow_partial_load"))));
+  EXPECT_EQ(Bytes(View(loaded, "present")), std::string(10, '\0'));
+  // The planner's own option is how a planner loads partially.
+  ASSERT_OK(Load(&loaded, *reader, {.checkpoint_id = "c", .planner = &planner}));
+  EXPECT_EQ(Bytes(View(loaded, "present")), Bytes(View(saved, "present")));
+}
+
 TEST_P(StorageContractTest, SaveWithoutFinishIsInvisible) {
   StateDict sd{{"w", Filled(DType::kFloat32, {2, 2}, 1)},
                {"step", std::string("3")}};

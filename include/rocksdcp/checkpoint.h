@@ -41,11 +41,13 @@
 namespace rocksdcp {
 
 struct SaveOptions {
-  // The checkpoint to write. Passed to StorageWriter::Reset.
+  // The checkpoint to write. Passed to StorageWriter::Reset. Required.
   std::string checkpoint_id;
   // Planner to use; nullptr means a DefaultSavePlanner.
+  // Default: nullptr
   SavePlanner* planner = nullptr;
   // Ranks taking part; nullptr means a LocalCollective (world size 1).
+  // Default: nullptr
   Collective* collective = nullptr;
 };
 
@@ -55,15 +57,20 @@ Result<Metadata> Save(const StateDict& state_dict, StorageWriter& writer,
                       const SaveOptions& options);
 
 struct LoadOptions {
-  // The checkpoint to read. Passed to StorageReader::Reset.
+  // The checkpoint to read. Passed to StorageReader::Reset. Required.
   std::string checkpoint_id;
   // Planner to use; nullptr means a DefaultLoadPlanner configured with
   // `allow_partial_load`.
+  // Default: nullptr
   LoadPlanner* planner = nullptr;
+  // Ranks taking part; nullptr means a LocalCollective (world size 1).
+  // Default: nullptr
   Collective* collective = nullptr;
-  // With the default planner: skip fqns of the state dict that the
-  // checkpoint lacks instead of failing. Default: false (the error names
-  // every missing fqn).
+  // Skip fqns of the state dict that the checkpoint lacks instead of
+  // failing (the error names every missing fqn). Only the default planner
+  // reads it: with a planner, a load that sets it is InvalidArgument, as
+  // the planner decides (DefaultLoadPlanner::Options::allow_partial_load).
+  // Default: false
   bool allow_partial_load = false;
 };
 

@@ -383,6 +383,13 @@ Status Load(StateDict* state_dict, StorageReader& reader,
   if (state_dict == nullptr) {
     return Status::InvalidArgument("load: state_dict is null");
   }
+  if (options.planner != nullptr && options.allow_partial_load) {
+    return Status::InvalidArgument(
+        "load of checkpoint '" + id +
+        "': allow_partial_load applies to the default planner only; with "
+        "a planner of your own, configure it there (a DefaultLoadPlanner "
+        "takes Options{.allow_partial_load = true})");
+  }
   LocalCollective local_collective;
   Collective& collective =
       options.collective ? *options.collective : local_collective;

@@ -284,6 +284,8 @@ Status Load(const Trainer& trainer, StorageReader& reader,
   });
   LoadOptions phase = load_options;
   phase.planner = &check_metadata;
+  // The target already left out what a partial load may miss.
+  phase.allow_partial_load = false;
   ROCKSDCP_RETURN_IF_ERROR(rocksdcp::Load(&small_dict, reader, phase));
 
   // Phase 2: check the values and the save, read the tensors in place.

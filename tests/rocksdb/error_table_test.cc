@@ -39,6 +39,7 @@ const char* const kScenarios[] = {
     "id-empty",        "id-too-long",      "id-control-character",
     "id-reserved",     "id-exists",        "id-unknown",
     "dtype-mismatch",  "shape-mismatch",   "fqn-missing",
+    "partial-load-with-planner",
     "tensor-too-large", "tensor-null-data", "tensor-not-on-cpu",
     "piece-size-out-of-range", "compression-level-out-of-range",
     "store-missing", "store-locked",
@@ -125,6 +126,18 @@ class ErrorTableTest : public StoreTest,
       OwnedTensor into = ZeroTensor(DType::kFloat32, {4});
       StateDict sd{{"layer.w", into.view}, {"layer.b", into.view}};
       return LoadDict(&sd, "c");
+    };
+    s["partial-load-with-planner"] = [this]() -> Status {
+      OwnedTensor w = RandomTensor(DType::kFloat32, {4}, 1);
+      ROCKSDCP_RETURN_IF_ERROR(SaveDict({{"layer.w", w.view}}, "c").status());
+      OwnedTensor into = ZeroTensor(DType::kFloat32, {4});
+      StateDict sd{{"layer.w", into.view}};
+      ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store_->NewReader());
+      DefaultLoadPlanner planner;
+      return Load(&sd, *reader,
+                  {.checkpoint_id = "c",
+                   .planner = &planner,
+                   .allow_partial_load = true});
     };
     s["store-locked"] = [this] {
       CloseStore();
