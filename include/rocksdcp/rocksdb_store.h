@@ -565,6 +565,13 @@ struct ReaderStats {
 };
 
 // Saves a checkpoint into a Store. Make one with Store::NewWriter.
+//
+// GetStorageMeta() returns the id of the latest Reset and a save id: from
+// Reset, one of this rank's own; from WriteData on, the coordinator's,
+// which every rank's plan carries and the checkpoint records; and after
+// the save, on every rank, that committed one, until the next Reset. So
+// each rank's writer can tell which save of the id it made, as a reader
+// sees it in Metadata::storage_meta.
 class RocksDBStorageWriter : public StorageWriter {
  public:
   // OK for ids that are 1..128 bytes, without control characters (bytes

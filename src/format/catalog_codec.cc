@@ -308,7 +308,8 @@ std::string EncodeRankPlan(const RankPlan& plan) {
   const auto prefix = fbb.CreateString(plan.file_prefix);
   const auto base = fbb.CreateString(plan.base_checkpoint_id);
   const auto entries = fbb.CreateVector(items);
-  fbb.Finish(fb::CreateRankPlan(fbb, prefix, base, entries),
+  const auto save_id = fbb.CreateString(plan.save_id);
+  fbb.Finish(fb::CreateRankPlan(fbb, prefix, base, entries, save_id),
              kRankPlanIdentifier);
   return Finished(fbb);
 }
@@ -328,6 +329,7 @@ Result<RankPlan> DecodeRankPlan(std::string_view value) {
   if (r->base_checkpoint_id() != nullptr) {
     plan.base_checkpoint_id = r->base_checkpoint_id()->str();
   }
+  if (r->save_id() != nullptr) plan.save_id = r->save_id()->str();
   if (r->base_items() != nullptr) {
     for (const fb::StorageDataEntry* e : *r->base_items()) {
       ROCKSDCP_ASSIGN_OR_RETURN(MetadataIndex index, DecodeIndex(*e->index()));

@@ -111,6 +111,9 @@ struct RankPlan {
   // rank writes, each with every piece's source named (none is 0).
   std::string base_checkpoint_id;
   std::map<MetadataIndex, StorageInfo> base_items;
+  // The coordinator's save id, which the checkpoint records (empty in a
+  // plan from before it was sent).
+  std::string save_id;
 };
 
 std::string EncodeRankPlan(const RankPlan& plan);

@@ -95,6 +95,8 @@ void RocksDBStorageWriterImpl::Abandon() {
 Status RocksDBStorageWriterImpl::Reset(std::string_view checkpoint_id) {
   Abandon();
   has_id_ = false;
+  committed_meta_.reset();
+  plan_save_id_.clear();
   ROCKSDCP_RETURN_IF_ERROR(ValidateCheckpointId(checkpoint_id));
   checkpoint_id_ = std::string(checkpoint_id);
   save_id_ = RandomHex(16);
@@ -242,16 +244,16 @@ Result<std::vector<SavePlan>> RocksDBStorageWriterImpl::PrepareGlobalPlan(
   // names the prefix of that rank's staging files. In an incremental save,
   // it also carries the base's piece hashes of the items the rank writes:
   // followers open no RocksDB.
+  // Every rank learns the coordinator's save id, which GetStorageMeta then
+  // returns.
   for (size_t i = 0; i < plans.size(); ++i) {
-    const std::string prefix = "rank" + std::to_string(i);
-    if (!base_metadata_) {
-      plans[i].storage_data = prefix;
-      continue;
-    }
     format::RankPlan rank;
-    rank.file_prefix = prefix;
-    rank.base_checkpoint_id = base_id_;
-    rank.base_items = BaseItemsFor(plans[i]);
+    rank.file_prefix = "rank" + std::to_string(i);
+    rank.save_id = save_id_;
+    if (base_metadata_) {
+      rank.base_checkpoint_id = base_id_;
+      rank.base_items = BaseItemsFor(plans[i]);
+    }
     plans[i].storage_data = format::EncodeRankPlan(rank);
   }
   // Planned: the base's metadata is not needed any more (its pins are).
@@ -266,10 +268,10 @@ RocksDBStorageWriterImpl::WriteData(const SavePlan& plan,
 }
 
 std::optional<StorageMeta> RocksDBStorageWriterImpl::GetStorageMeta() {
-  if (!has_id_) return std::nullopt;
+  if (!has_id_) return committed_meta_;
   StorageMeta meta;
   meta.checkpoint_id = checkpoint_id_;
-  meta.save_id = save_id_;
+  meta.save_id = plan_save_id_.empty() ? save_id_ : plan_save_id_;
   return meta;
 }
 
@@ -375,6 +377,7 @@ Status RocksDBStorageWriterImpl::Finish(
     commit_batch_.reset();
   }
   if (!committed.ok()) return committed.status().WithContext(Where());
+  committed_meta_ = metadata->storage_meta;
   pinned_.clear();  // Commit released them.
   Abandon();  // Committed: release the id and remove the emptied staging dir.
   has_id_ = false;

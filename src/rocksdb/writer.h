@@ -100,7 +100,13 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   const RocksDBWriterOptions options_;
 
   std::string checkpoint_id_;
+  // This rank's, fresh for each Reset: it names the staging directory.
   std::string save_id_;
+  // The coordinator's, from this rank's plan (WriteData): the one the
+  // checkpoint records.
+  std::string plan_save_id_;
+  // What GetStorageMeta returns after the coordinator's Finish committed.
+  std::optional<StorageMeta> committed_meta_;
   std::string staging_dir_;
   bool has_id_ = false;
   bool set_up_ = false;

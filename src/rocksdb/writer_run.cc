@@ -296,6 +296,18 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
                                      " twice");
     }
   }
+  format::RankPlan rank_plan;
+  if (format::IsRankPlan(plan.storage_data)) {
+    auto decoded = format::DecodeRankPlan(plan.storage_data);
+    if (!decoded.ok()) {
+      return decoded.status().WithContext(Where() + ": the plan of rank " +
+                                          std::to_string(rank_));
+    }
+    rank_plan = std::move(decoded).value();
+  } else {
+    rank_plan.file_prefix = plan.storage_data;
+  }
+  plan_save_id_ = std::move(rank_plan.save_id);
   if (order.empty()) {
     if (options_.progress) options_.progress(Progress{});
     return std::vector<WriteResult>{};
@@ -306,17 +318,8 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   for (const WriteItem& item : plan.items) {
     job.progress.bytes_total += item.TensorStorageSize();
   }
-  if (format::IsRankPlan(plan.storage_data)) {
-    auto rank_plan = format::DecodeRankPlan(plan.storage_data);
-    if (!rank_plan.ok()) {
-      return rank_plan.status().WithContext(Where() + ": the plan of rank " +
-                                            std::to_string(rank_));
-    }
-    job.prefix = std::move(rank_plan->file_prefix);
-    job.base = std::move(rank_plan->base_items);
-  } else {
-    job.prefix = plan.storage_data;
-  }
+  job.prefix = std::move(rank_plan.file_prefix);
+  job.base = std::move(rank_plan.base_items);
   if (job.prefix.empty()) job.prefix = "rank" + std::to_string(rank_);
   if (job.prefix.find('/') != std::string::npos || job.prefix == "..") {
     return Status::InvalidArgument(Where() + ": the plan's file prefix " +

@@ -126,10 +126,12 @@ def test_save_then_load_in_torch_2_call_order(tmp_path, torch2_metadata):
     local = w.prepare_local_plan(planner.create_local_plan())          # 2)
     plans, metadata = planner.create_global_plan([local])
     plans = w.prepare_global_plan(plans)                               # 3)
-    assert plans[0].storage_data == b"rank0"
+    assert isinstance(plans[0].storage_data, bytes) and plans[0].storage_data
     results = w.write_data(planner.finish_plan(plans[0]), planner).wait()  # 4)
     assert {r.index.fqn for r in results} == {"w", "blob"}
     w.finish(metadata, [results])                                      # 5)
+    # The save id the checkpoint records, as torch's own test compares it.
+    assert w.storage_meta().save_id == meta.save_id
 
     # dcp.load(into, storage_reader=r, checkpoint_id="step-7"):
     into = {"w": torch.zeros(3, 4), "blob": b""}
@@ -138,7 +140,7 @@ def test_save_then_load_in_torch_2_call_order(tmp_path, torch2_metadata):
     md = r.read_metadata()                      # 1)
     assert isinstance(md, StandInMetadata)
     assert md.storage_meta.checkpoint_id == "step-7"
-    assert md.storage_meta.save_id == meta.save_id
+    assert md.storage_meta.save_id == meta.save_id == w.storage_meta().save_id
     assert md.version == "1.0.0"
     r.set_up_storage_reader(md, True, rank=0)   # 2)
     planner = rt.DefaultLoadPlanner()

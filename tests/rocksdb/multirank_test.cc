@@ -305,6 +305,49 @@ TEST_F(MultiRankTest, EveryRankGetsTheSameCommittedMetadata) {
   EXPECT_TRUE(results[0]->storage_meta->save_id.has_value());
 }
 
+// DCP compares the save id a writer reports with the one the checkpoint
+// records. Every rank's writer reports the committed one after its save,
+// a rank that wrote nothing too, until its next save of the same id.
+TEST_F(MultiRankTest, EveryRanksWriterReportsTheCommittedSaveId) {
+  const int n = 3;
+  std::vector<std::unique_ptr<RocksDBStorageWriter>> writers(n);
+  for (auto& w : writers) {
+    ASSERT_OK_AND_ASSIGN(w, store_->NewWriter({.overwrite = true}));
+  }
+  std::string previous;
+  for (int save = 0; save < 2; ++save) {
+    std::vector<std::optional<StorageMeta>> after(n);
+    std::vector<Status> results(n);
+    RunRanks(n, 1, [&](int r, Collective& c) {
+      // Rank 2 holds nothing.
+      StateDict sd = r == 2 ? StateDict{}
+                            : SaveDictFor(Rows(kRows, kCols, 2)[r]);
+      results[r] =
+          Save(sd, *writers[r], {.checkpoint_id = "s", .collective = &c})
+              .status();
+      after[r] = writers[r]->GetStorageMeta();
+    });
+    for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << r;
+    ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader());
+    ASSERT_OK(reader->Reset("s"));
+    ASSERT_OK_AND_ASSIGN(Metadata committed, reader->ReadMetadata());
+    ASSERT_TRUE(committed.storage_meta.has_value());
+    const std::optional<std::string> save_id = committed.storage_meta->save_id;
+    ASSERT_TRUE(save_id.has_value());
+    EXPECT_NE(*save_id, previous);
+    previous = *save_id;
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(after[r].has_value()) << r;
+      EXPECT_EQ(after[r]->checkpoint_id, "s") << r;
+      EXPECT_EQ(after[r]->save_id, save_id) << "rank " << r;
+    }
+    // A Reset starts another save, with a save id of its own.
+    ASSERT_OK(writers[0]->Reset("s"));
+    ASSERT_TRUE(writers[0]->GetStorageMeta().has_value());
+    EXPECT_NE(writers[0]->GetStorageMeta()->save_id, save_id);
+  }
+}
+
 TEST_F(MultiRankTest, EachRankReadsOnlyThePiecesItNeeds) {
   // 64 rows of 16 floats (64 bytes); pieces of 4 rows.
   OwnedTensor big = RandomTensor(DType::kFloat32, {64, 16}, 9);
