@@ -20,8 +20,8 @@
 //   BM_PerRankFilesLoad/wl:N/cold:C FileSystemReader's: read the index, then
 //                                   pread every item into its destination
 //   BM_NaiveRocksDBSave/wl:N        a naive RocksDB design: one Put per
-//                                   piece (tensors cut at 64 MiB, as
-//                                   rocksdcp cuts them) with the WAL on,
+//                                   piece (tensors cut at 8 MiB; rocksdcp
+//                                   cuts 128 KiB pieces) with the WAL on,
 //                                   then an index key Put with sync = true,
 //                                   which syncs the WAL
 //   BM_NaiveRocksDBLoad/wl:N/cold:C Get of every piece, copied into its

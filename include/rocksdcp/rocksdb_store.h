@@ -109,9 +109,9 @@ struct StoreOptions {
   // 1/16). The pool keeps only buffers it has handed out, and they stay
   // resident after a load (on transparent huge pages where the kernel
   // allows); 0 returns every buffer to the system at once. Pieces of the
-  // default 128 KiB don't use it: malloc recycles buffers that small (W1
-  // and W2 warm loads measured the same with 0); it serves checkpoints
-  // saved with a max_piece_bytes of 1 MiB and more.
+  // default 128 KiB don't use it: malloc recycles buffers that small; it
+  // serves checkpoints saved with a max_piece_bytes of 1 MiB and more
+  // (benchmarks/README.md has the measurements).
   // Default: 256 MiB
   uint64_t read_buffer_pool_bytes = 256ull << 20;
 
@@ -119,10 +119,9 @@ struct StoreOptions {
   // leaves the page cache to whatever else the machine caches (a trainer's
   // data set) and spends no CPU filling it, but every load reads from the
   // disk, warm or not, and RocksDB reads each block into an aligned buffer
-  // of its own, then copies it. Measured on a 2-core VM, 1 GiB in 8 MiB
-  // pieces: cold, 1.1-1.8 GB/s against 1.4-2.0 buffered, at about half the
-  // CPU; warm, the same 1-1.2 GB/s against 4.5-11 buffered. Writes are
-  // unaffected.
+  // of its own, then copies it: about half the CPU of a buffered load, and
+  // slower cold and warm where the host caches and reads ahead
+  // (benchmarks/README.md). Writes are unaffected.
   // Default: false
   bool use_direct_reads = false;
 };
@@ -408,19 +407,14 @@ struct RocksDBWriterOptions {
   // over 4 GiB; memory_budget must hold about 4 pieces.
   //
   // Why 128 KiB: a load reads whole pieces, so a rank whose shard starts
-  // or ends inside a piece reads, verifies and drops the rest of it. With
-  // 8 MiB pieces, 3 ranks loading a checkpoint saved by 2 (the W4
-  // benchmark) read 1.6 times its bytes and ran at 0.36 of a one-rank load;
-  // with 128 KiB pieces, at 0.74-0.83. Saves, warm loads and cold loads of
-  // whole tensors measured the same from 128 KiB to 8 MiB (2 GB/s, 12 GB/s
-  // and 2.4-2.7 GB/s on a 2-core VM). Smaller pieces cost per-key work:
-  // 64 KiB pieces loaded 20% slower. The price is index size: RocksDB keeps
-  // about 80 bytes of index per piece in memory while a checkpoint's files
-  // are open (0.6 MiB per GiB at 128 KiB). Not above 32 MiB: RocksDB 7.8's
-  // SST writer copies each piece into a block buffer it allocates afresh,
-  // and glibc serves requests over 32 MiB with a fresh mmap, every 4 KiB
-  // page of which faults on first touch; 64 MiB pieces saved and loaded at
-  // half the speed of 8 MiB ones.
+  // or ends inside a piece reads, verifies and drops the rest of it, and
+  // resharded loads want small pieces; whole tensors save and load at the
+  // same speed from 128 KiB to 8 MiB. Smaller pieces cost per-key work and
+  // index memory (RocksDB keeps about 80 bytes per piece while a
+  // checkpoint's files are open). Not above 32 MiB: RocksDB 7.8's SST
+  // writer copies each piece into a block buffer it allocates afresh, and
+  // glibc maps requests over 32 MiB afresh, every page faulting on first
+  // touch. The measurements are in benchmarks/README.md ("Piece size").
   // Default: 128 KiB
   uint64_t max_piece_bytes = 128ull << 10;
 

@@ -1,8 +1,8 @@
 // BlockBufferPool: the memory RocksDB reads checkpoint blocks into,
 // recycled.
 //
-// A piece is one RocksDB block of up to max_piece_bytes (64 MiB by
-// default), and without a block cache entry RocksDB allocates a fresh buffer
+// A piece is one RocksDB block of up to max_piece_bytes (128 KiB by
+// default; up to 1 GiB), and without a block cache entry RocksDB allocates a fresh buffer
 // for every block it reads, then frees it. Fresh memory costs a page fault
 // per 4 KiB page on first touch (about 20 us on these VMs, far more than
 // reading the page from the page cache), so a load that allocates a fresh
