@@ -1,4 +1,4 @@
-// Fuzzes catalog-entry and StorageInfo decoding (src/format/catalog_codec):
+// Fuzzes catalog-entry and StorageInfo decoding (src/rocksdb/catalog_codec):
 // the values of "checkpoint/<id>" in the default column family, and of each
 // item in Metadata::storage_data. Every input goes to both decoders.
 //
@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <string>
 
-#include "format/catalog_codec.h"
 #include "fuzz_util.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 
 namespace rocksdcp::fuzz {
 namespace {

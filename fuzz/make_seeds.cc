@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "format/catalog_codec.h"
 #include "format/metadata_codec.h"
 #include "format/piece_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 
 namespace rocksdcp::fuzz {
 namespace {

@@ -10,10 +10,10 @@
 
 #include <string>
 
-#include "format/catalog_codec.h"
 #include "format/metadata_codec.h"
 #include "fuzz_util.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 
 namespace rocksdcp::fuzz {
 namespace {

@@ -43,11 +43,11 @@
 #include <utility>
 #include <vector>
 
-#include "format/catalog_codec.h"
 #include "format/checksum.h"
 #include "fuzz_util.h"
 #include "hostile/victim.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/store_impl.h"
 
 namespace rocksdcp::fuzz {

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/chunk_check.h"
 #include "rocksdcp/planner.h"
+#include "util/chunk_check.h"
 #include "util/text.h"
 
 namespace rocksdcp {
@@ -58,7 +58,7 @@ Status KindMismatch(const std::string& fqn, bool checkpoint_has_tensor) {
 // unwritten, so the load would hand out stale bytes.
 Status CheckSavedChunks(const Metadata& metadata, const std::string& fqn,
                         const TensorStorageMetadata& md) {
-  std::string problem = core::ChunkTilingProblem(md.size, md.chunks);
+  std::string problem = util::ChunkTilingProblem(md.size, md.chunks);
   if (problem.empty()) return Status::OK();
   std::string where = "checkpoint metadata";
   if (metadata.storage_meta && metadata.storage_meta->checkpoint_id) {

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/chunk_check.h"
 #include "rocksdcp/planner.h"
+#include "util/chunk_check.h"
 #include "util/text.h"
 
 namespace rocksdcp {
@@ -44,7 +44,7 @@ Status ValidateShardedTensor(const std::string& fqn, const ShardedTensor& st) {
   if (!IsValidDType(static_cast<uint8_t>(st.dtype))) {
     return bad("invalid dtype");
   }
-  if (!core::CheckedVolume(st.global_size)) {
+  if (!util::CheckedVolume(st.global_size)) {
     return bad("global size " + util::ShapeString(st.global_size) +
                " is negative or has more than 2^63 elements");
   }
@@ -85,7 +85,7 @@ Status ValidateShardedTensor(const std::string& fqn, const ShardedTensor& st) {
 // DCP's _validate_global_plan for one tensor: every chunk lies within the
 // size, no two overlap, and together they cover it.
 Status ValidateChunks(const std::string& fqn, const TensorStorageMetadata& md) {
-  std::string problem = core::ChunkTilingProblem(md.size, md.chunks);
+  std::string problem = util::ChunkTilingProblem(md.size, md.chunks);
   if (problem.empty()) return Status::OK();
   return Status::InvalidArgument("item " + util::Quote(fqn) + ": " + problem);
 }

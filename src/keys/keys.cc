@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstddef>
+#include <cstdio>
 #include <limits>
 #include <system_error>
 #include <utility>
@@ -193,6 +194,34 @@ Result<ParsedPieceKey> ParsePieceKey(std::string_view key) {
     parsed.piece = parsed.piece << 4 | static_cast<uint32_t>(v);
   }
   return parsed;
+}
+
+Status ValidateCheckpointId(std::string_view id) {
+  if (id.empty()) {
+    return Status::InvalidArgument("checkpoint id is empty");
+  }
+  if (id.size() > kMaxCheckpointIdBytes) {
+    return Status::InvalidArgument(
+        "checkpoint id '" + std::string(id.substr(0, 32)) + "...' is " +
+        std::to_string(id.size()) + " bytes; the limit is " +
+        std::to_string(kMaxCheckpointIdBytes));
+  }
+  for (size_t i = 0; i < id.size(); ++i) {
+    const auto c = static_cast<unsigned char>(id[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02x", c);
+      return Status::InvalidArgument(
+          "checkpoint id contains control character " + std::string(hex) +
+          " at byte " + std::to_string(i));
+    }
+  }
+  if (id == "default") {
+    return Status::InvalidArgument(
+        "checkpoint id 'default' is reserved: it is RocksDB's default column "
+        "family, which holds the store's catalog");
+  }
+  return Status::OK();
 }
 
 std::string CatalogKey(std::string_view checkpoint_id) {

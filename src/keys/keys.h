@@ -42,6 +42,13 @@ struct ParsedPieceKey {
 // Corruption naming the key if it does not follow the grammar.
 Result<ParsedPieceKey> ParsePieceKey(std::string_view key);
 
+// OK for checkpoint ids of 1..kMaxCheckpointIdBytes bytes, without control
+// characters (bytes < 0x20 or 0x7f), but "default" (RocksDB's own column
+// family, the catalog); InvalidArgument saying which rule `id` breaks.
+// Every id a catalog key or column family name is made of passes it.
+inline constexpr size_t kMaxCheckpointIdBytes = 128;
+Status ValidateCheckpointId(std::string_view id);
+
 std::string CatalogKey(std::string_view checkpoint_id);
 // The checkpoint id of a catalog key; Corruption if the prefix is missing.
 Result<std::string> ParseCatalogKey(std::string_view key);

@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "format/catalog_codec.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/stored_item.h"
 #include "rocksdcp/rocksdb_store.h"
 #include "util/text.h"

@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "format/catalog_codec.h"
 #include "format/piece_codec.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/stored_item.h"
 #include "rocksdcp/rocksdb_store.h"

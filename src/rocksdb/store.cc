@@ -9,8 +9,8 @@
 #include <set>
 #include <system_error>
 
-#include "format/catalog_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/reader.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"

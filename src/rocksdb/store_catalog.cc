@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "format/catalog_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
 #include "util/text.h"
@@ -16,8 +16,7 @@ using util::Quote;
 Result<CheckpointInfo> StoreImpl::SoundCatalogEntry(const std::string& id,
                                                     std::string_view value) {
   const std::string key = keys::CatalogKey(id);
-  if (Status valid = RocksDBStorageWriter::ValidateCheckpointId(id);
-      !valid.ok()) {
+  if (Status valid = keys::ValidateCheckpointId(id); !valid.ok()) {
     // No save writes such a key and nothing loads it; Delete removes it.
     return Status::Corruption("catalog key " + Quote(key) +
                               " names an invalid id: " + valid.message());
@@ -149,7 +148,7 @@ void StoreImpl::UnpinLocked(const std::vector<std::string>& names) {
 Result<CommittedCheckpoint> StoreImpl::LookupCommitted(
     const std::string& id, std::vector<std::string>* pin_for_save) {
   ROCKSDCP_RETURN_IF_ERROR(NeedDB("lookup of checkpoint " + Quote(id)));
-  ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriter::ValidateCheckpointId(id));
+  ROCKSDCP_RETURN_IF_ERROR(keys::ValidateCheckpointId(id));
   std::lock_guard<std::mutex> lock(mu_);
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <optional>
 
-#include "format/catalog_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
 #include "util/text.h"
@@ -286,7 +286,7 @@ Status StoreImpl::Delete(std::string_view id_view) {
   // An id no save accepts can still key a (forged or damaged) catalog
   // entry, which List shows as damaged: Delete removes that entry too, so
   // that GC, which refuses while one is there, can run again.
-  const Status valid = RocksDBStorageWriter::ValidateCheckpointId(id);
+  const Status valid = keys::ValidateCheckpointId(id);
   std::lock_guard<std::mutex> lock(mu_);
   ROCKSDCP_RETURN_IF_ERROR(
       CheckWritableLocked("delete of checkpoint " + Quote(id)));

@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <utility>
 
-#include "format/catalog_codec.h"
 #include "format/checksum.h"
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/store_staging.h"

@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "format/catalog_codec.h"
 #include "format/piece_codec.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdcp/metadata.h"
 #include "rocksdcp/status.h"

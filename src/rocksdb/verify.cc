@@ -22,13 +22,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/chunk_check.h"
 #include "format/checksum.h"
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
 #include "rocksdb/reader.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
+#include "util/chunk_check.h"
 #include "util/text.h"
 
 namespace rocksdcp {
@@ -123,7 +123,7 @@ class StoreVerifier {
     std::vector<Target> targets;
     for (std::string& id : ids) {
       Target t;
-      Status valid = RocksDBStorageWriter::ValidateCheckpointId(id);
+      Status valid = keys::ValidateCheckpointId(id);
       t.id = std::move(id);
       if (!valid.ok()) {
         if (named) return valid;
@@ -275,7 +275,7 @@ class StoreVerifier {
         continue;
       }
       if (std::string tiling =
-              core::ChunkTilingProblem(tensor->size, tensor->chunks);
+              util::ChunkTilingProblem(tensor->size, tensor->chunks);
           !tiling.empty()) {
         Problem(
             MetadataIndex(fqn), std::nullopt,

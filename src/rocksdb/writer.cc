@@ -6,10 +6,10 @@
 #include <set>
 #include <tuple>
 
-#include "format/catalog_codec.h"
 #include "format/checksum.h"
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/stored_item.h"
 #include "util/ready_future.h"
@@ -24,7 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr size_t kMaxCheckpointIdBytes = 128;
 // The first metadata buffer's size is the metadata's bound, at most this.
 constexpr uint64_t kMaxMetadataBufferBytes = uint64_t{256} << 20;
 // Room in the commit's batch for the catalog entry and the keys.
@@ -33,31 +32,7 @@ constexpr size_t kCatalogEntryRoom = 64 << 10;
 }  // namespace
 
 Status RocksDBStorageWriter::ValidateCheckpointId(std::string_view id) {
-  if (id.empty()) {
-    return Status::InvalidArgument("checkpoint id is empty");
-  }
-  if (id.size() > kMaxCheckpointIdBytes) {
-    return Status::InvalidArgument(
-        "checkpoint id '" + std::string(id.substr(0, 32)) + "...' is " +
-        std::to_string(id.size()) + " bytes; the limit is " +
-        std::to_string(kMaxCheckpointIdBytes));
-  }
-  for (size_t i = 0; i < id.size(); ++i) {
-    const auto c = static_cast<unsigned char>(id[i]);
-    if (c < 0x20 || c == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof(hex), "0x%02x", c);
-      return Status::InvalidArgument(
-          "checkpoint id contains control character " + std::string(hex) +
-          " at byte " + std::to_string(i));
-    }
-  }
-  if (id == "default") {
-    return Status::InvalidArgument(
-        "checkpoint id 'default' is reserved: it is RocksDB's default column "
-        "family, which holds the store's catalog");
-  }
-  return Status::OK();
+  return keys::ValidateCheckpointId(id);
 }
 
 RocksDBStorageWriterImpl::RocksDBStorageWriterImpl(StoreImpl* store,

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "format/catalog_codec.h"
 #include "format/piece_codec.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdcp/rocksdb_store.h"
 #include "util/file_lock.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "format/catalog_codec.h"
+#include "rocksdb/catalog_codec.h"
 #include "schema/checkpoint_generated.h"
 #include "test_util.h"
 

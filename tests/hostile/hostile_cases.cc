@@ -8,8 +8,8 @@
 #include <map>
 #include <sstream>
 
-#include "format/catalog_codec.h"
 #include "format/checksum.h"
+#include "rocksdb/catalog_codec.h"
 
 namespace rocksdcp::hostile {
 

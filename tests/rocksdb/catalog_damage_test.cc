@@ -10,8 +10,8 @@
 #include <functional>
 #include <string>
 
-#include "format/catalog_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/raw_store.h"
 #include "rocksdb/store_fixture.h"
 

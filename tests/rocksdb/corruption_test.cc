@@ -19,10 +19,10 @@
 #include <random>
 #include <set>
 
-#include "format/catalog_codec.h"
 #include "format/checksum.h"
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/raw_store.h"
 #include "rocksdb/store_fixture.h"
 #include "rocksdb/store_impl.h"

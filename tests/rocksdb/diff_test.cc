@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "format/catalog_codec.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/raw_store.h"
 #include "rocksdb/store_fixture.h"
 

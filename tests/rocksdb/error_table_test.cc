@@ -11,9 +11,9 @@
 #include <map>
 #include <regex>
 
-#include "rocksdb/child_process.h"
-#include "format/catalog_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
+#include "rocksdb/child_process.h"
 #include "rocksdb/fault_fs.h"
 #include "rocksdb/raw_store.h"
 #include "rocksdb/store_fixture.h"

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "format/catalog_codec.h"
 #include "format/checksum.h"
 #include "format/piece_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/raw_store.h"
 #include "rocksdb/store_fixture.h"
 #include "schema/checkpoint_generated.h"

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include "format/catalog_codec.h"
 #include "format/checksum.h"
 #include "format/metadata_codec.h"
 #include "keys/keys.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/store_impl.h"
 #include "test_util.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "format/catalog_codec.h"
+#include "rocksdb/catalog_codec.h"
 #include "test_util.h"
 
 namespace rocksdcp::testing {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "format/catalog_codec.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/store_fixture.h"
 
 namespace rocksdcp::testing {

@@ -1,4 +1,4 @@
-#include "core/chunk_check.h"
+#include "util/chunk_check.h"
 
 #include <algorithm>
 #include <bit>
@@ -10,7 +10,7 @@
 
 #include "util/text.h"
 
-namespace rocksdcp::core {
+namespace rocksdcp::util {
 
 namespace {
 
@@ -244,4 +244,4 @@ std::string ChunkTilingProblem(const std::vector<int64_t>& size,
          " at " + util::ShapeString(b.offsets) + " overlap";
 }
 
-}  // namespace rocksdcp::core
+}  // namespace rocksdcp::util

@@ -1,8 +1,9 @@
 // Encoding and verified decoding of CatalogEntry and StorageInfo values
-// (schema/checkpoint.fbs).
+// (schema/checkpoint.fbs): the RocksDB backend's own values, so they live
+// with it, in the codecs' namespace.
 
-#ifndef ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_
-#define ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_
+#ifndef ROCKSDCP_SRC_ROCKSDB_CATALOG_CODEC_H_
+#define ROCKSDCP_SRC_ROCKSDB_CATALOG_CODEC_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -125,4 +126,4 @@ Result<RankPlan> DecodeRankPlan(std::string_view value);
 
 }  // namespace rocksdcp::format
 
-#endif  // ROCKSDCP_SRC_FORMAT_CATALOG_CODEC_H_
+#endif  // ROCKSDCP_SRC_ROCKSDB_CATALOG_CODEC_H_

@@ -4,8 +4,8 @@
 // since checkpoint metadata comes from disk and is untrusted. Each caller
 // wraps the problem in its own status code and names the item.
 
-#ifndef ROCKSDCP_SRC_CORE_CHUNK_CHECK_H_
-#define ROCKSDCP_SRC_CORE_CHUNK_CHECK_H_
+#ifndef ROCKSDCP_SRC_UTIL_CHUNK_CHECK_H_
+#define ROCKSDCP_SRC_UTIL_CHUNK_CHECK_H_
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +14,7 @@
 
 #include "rocksdcp/metadata.h"
 
-namespace rocksdcp::core {
+namespace rocksdcp::util {
 
 // Product of `sizes`, or nullopt if a size is negative or the product
 // overflows int64_t.
@@ -34,6 +34,6 @@ std::optional<int64_t> CheckedVolume(const std::vector<int64_t>& sizes);
 std::string ChunkTilingProblem(const std::vector<int64_t>& size,
                                const std::vector<ChunkStorageMetadata>& chunks);
 
-}  // namespace rocksdcp::core
+}  // namespace rocksdcp::util
 
-#endif  // ROCKSDCP_SRC_CORE_CHUNK_CHECK_H_
+#endif  // ROCKSDCP_SRC_UTIL_CHUNK_CHECK_H_

@@ -1,4 +1,4 @@
-#include "format/catalog_codec.h"
+#include "rocksdb/catalog_codec.h"
 
 #include <flatbuffers/flatbuffers.h>
 

@@ -16,15 +16,16 @@
 #include <thread>
 
 #include "codec/plane_codec.h"
-#include "format/catalog_codec.h"
 #include "keys/keys.h"
 #include "rocksdb/adaptive_compression.h"
+#include "rocksdb/catalog_codec.h"
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/writer.h"
 #include "util/partition.h"
 #include "util/strided.h"
 #include "util/text.h"
+#include "util/threads.h"
 
 namespace rocksdcp {
 
@@ -353,9 +354,6 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   const std::vector<size_t> bounds = util::SplitByWeight(weights, runs);
 
   std::vector<std::vector<std::string>> files(runs);
-  std::vector<std::thread> threads;
-  threads.reserve(runs - 1);
-  std::vector<size_t> inline_runs;
   // Each run records its failure in `job`; nothing may leave a writer
   // thread, so running out of memory is recorded too.
   auto write_run = [this, &job, &bounds, &files](size_t r) {
@@ -371,16 +369,7 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
       }
     }
   };
-  for (size_t r = 1; r < runs; ++r) {
-    try {
-      threads.emplace_back(write_run, r);
-    } catch (const std::system_error&) {
-      inline_runs.push_back(r);  // No thread to be had: write it here.
-    }
-  }
-  write_run(0);
-  for (size_t r : inline_runs) write_run(r);
-  for (std::thread& t : threads) t.join();
+  util::RunOnThreads(runs, write_run);
 
   if (job.failed.load()) {
     // Every thread has closed its files: remove what this call wrote, so

@@ -12,6 +12,7 @@
 #include "rocksdb/reader.h"
 #include "util/partition.h"
 #include "util/strided.h"
+#include "util/threads.h"
 
 namespace rocksdcp {
 
@@ -459,20 +460,12 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
   for (const Task& task : run.tasks) task_bytes.push_back(TaskBytes(run, task));
   run.Share(threads, task_bytes);
   std::vector<Worker> workers(threads);
-  std::vector<std::thread> helpers;
-  helpers.reserve(threads - 1);
-  for (int i = 1; i < threads; ++i) {
-    try {
-      helpers.emplace_back(
-          [this, &run, &workers, i] { Work(run, i, workers[i]); });
-    } catch (const std::system_error&) {
-      break;  // No more threads: the others take over its share.
-    }
-  }
-  last_read_threads_.store(static_cast<uint32_t>(helpers.size() + 1),
+  // A share whose thread could not be started is taken over by the
+  // others, and its worker, run after them, finds it done.
+  const size_t ran = util::RunOnThreads(
+      threads, [this, &run, &workers](size_t i) { Work(run, i, workers[i]); });
+  last_read_threads_.store(static_cast<uint32_t>(ran),
                            std::memory_order_relaxed);
-  Work(run, 0, workers[0]);
-  for (std::thread& t : helpers) t.join();
   return run.error;
 }
 
