@@ -80,6 +80,36 @@ struct MpiCollective::Rep {
     }
     return Status::OK();
   }
+
+  // The first phase of Gather and AllGather: every rank announces its
+  // message's size to every rank (so that a size MPI can't carry fails the
+  // call on every rank before the data phase), and PlanReceive checks them.
+  Status ExchangeSizes(const char* op, size_t message_bytes,
+                       std::vector<int>* counts, std::vector<int>* displs,
+                       int64_t* total) const {
+    const int64_t mine = message_bytes > static_cast<uint64_t>(kMaxCount)
+                             ? kTooLarge
+                             : static_cast<int64_t>(message_bytes);
+    std::vector<int64_t> sizes(world_size);
+    const std::string function =
+        std::string("MPI_Allgather (") + op + " sizes)";
+    ROCKSDCP_RETURN_IF_ERROR(Check(
+        function.c_str(), MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1,
+                                        MPI_INT64_T, comm)));
+    return PlanReceive(op, sizes, counts, displs, total);
+  }
+
+  // The messages of the ranks, cut out of the bytes received.
+  std::vector<std::string> Split(const std::string& all,
+                                 const std::vector<int>& counts,
+                                 const std::vector<int>& displs) const {
+    std::vector<std::string> out;
+    out.reserve(world_size);
+    for (int i = 0; i < world_size; ++i) {
+      out.push_back(all.substr(displs[i], counts[i]));
+    }
+    return out;
+  }
 };
 
 Result<std::unique_ptr<MpiCollective>> MpiCollective::Create(
@@ -146,20 +176,10 @@ int MpiCollective::coordinator_rank() const { return rep_->coordinator; }
 
 Result<std::vector<std::string>> MpiCollective::Gather(std::string message) {
   const Rep& r = *rep_;
-  // Sizes go to every rank, not just the coordinator, so that a size MPI
-  // can't carry fails the call on every rank before the data phase.
-  const int64_t mine = message.size() > static_cast<uint64_t>(kMaxCount)
-                           ? kTooLarge
-                           : static_cast<int64_t>(message.size());
-  std::vector<int64_t> sizes(r.world_size);
-  ROCKSDCP_RETURN_IF_ERROR(
-      r.Check("MPI_Allgather (Gather sizes)",
-              MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T,
-                            r.comm)));
   std::vector<int> counts, displs;
   int64_t total = 0;
   ROCKSDCP_RETURN_IF_ERROR(
-      r.PlanReceive("Gather", sizes, &counts, &displs, &total));
+      r.ExchangeSizes("Gather", message.size(), &counts, &displs, &total));
   const bool root = r.rank == r.coordinator;
   std::string all(root ? total : 0, '\0');
   ROCKSDCP_RETURN_IF_ERROR(
@@ -167,13 +187,8 @@ Result<std::vector<std::string>> MpiCollective::Gather(std::string message) {
               MPI_Gatherv(message.data(), static_cast<int>(message.size()),
                           MPI_BYTE, all.data(), counts.data(), displs.data(),
                           MPI_BYTE, r.coordinator, r.comm)));
-  std::vector<std::string> out;
-  if (!root) return out;
-  out.reserve(r.world_size);
-  for (int i = 0; i < r.world_size; ++i) {
-    out.push_back(all.substr(displs[i], counts[i]));
-  }
-  return out;
+  if (!root) return std::vector<std::string>{};
+  return r.Split(all, counts, displs);
 }
 
 Result<std::string> MpiCollective::Scatter(std::vector<std::string> messages) {
@@ -270,30 +285,17 @@ Result<std::string> MpiCollective::Broadcast(std::string message) {
 
 Result<std::vector<std::string>> MpiCollective::AllGather(std::string message) {
   const Rep& r = *rep_;
-  const int64_t mine = message.size() > static_cast<uint64_t>(kMaxCount)
-                           ? kTooLarge
-                           : static_cast<int64_t>(message.size());
-  std::vector<int64_t> sizes(r.world_size);
-  ROCKSDCP_RETURN_IF_ERROR(
-      r.Check("MPI_Allgather (AllGather sizes)",
-              MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T,
-                            r.comm)));
   std::vector<int> counts, displs;
   int64_t total = 0;
   ROCKSDCP_RETURN_IF_ERROR(
-      r.PlanReceive("AllGather", sizes, &counts, &displs, &total));
+      r.ExchangeSizes("AllGather", message.size(), &counts, &displs, &total));
   std::string all(total, '\0');
   ROCKSDCP_RETURN_IF_ERROR(
       r.Check("MPI_Allgatherv",
               MPI_Allgatherv(message.data(), static_cast<int>(message.size()),
                              MPI_BYTE, all.data(), counts.data(), displs.data(),
                              MPI_BYTE, r.comm)));
-  std::vector<std::string> out;
-  out.reserve(r.world_size);
-  for (int i = 0; i < r.world_size; ++i) {
-    out.push_back(all.substr(displs[i], counts[i]));
-  }
-  return out;
+  return r.Split(all, counts, displs);
 }
 
 Status MpiCollective::Barrier() {
