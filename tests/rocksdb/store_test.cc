@@ -158,7 +158,9 @@ TEST_F(StoreTest, LongLivedStoresWalStaysBounded) {
       const std::string id = "step-" + std::to_string(i);
       ASSERT_OK(Save(sd, *writer, {.checkpoint_id = id}));
       if (i == 0) one_commit = wal_bytes() - empty;
-      if (i >= 2) ASSERT_OK(store_->Delete("step-" + std::to_string(i - 2)));
+      if (i >= 2) {
+        ASSERT_OK(store_->Delete("step-" + std::to_string(i - 2)));
+      }
     }
     ASSERT_GT(one_commit, 200u << 10);
     if (limit != 0) {
