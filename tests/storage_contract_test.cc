@@ -22,6 +22,7 @@ namespace {
 
 using ::rocksdcp::testing::ScopedTempDir;
 using ::rocksdcp::testing::StatusIs;
+using ::rocksdcp::testing::TensorBytes;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -133,13 +134,6 @@ class StorageContractTest : public ::testing::TestWithParam<StorageFactory> {
     return v;
   }
 
-  // The contiguous bytes of a view, to compare views of any strides.
-  static std::string Bytes(const TensorView& v) {
-    std::string out(v.nbytes(), '\0');
-    CopyTensor(v, TensorView::Contiguous(v.dtype, v.sizes, out.data()));
-    return out;
-  }
-
   static const TensorView& View(const StateDict& sd, const std::string& fqn) {
     return std::get<TensorView>(sd.at(fqn));
   }
@@ -166,7 +160,7 @@ TEST_P(StorageContractTest, RoundTripsEveryDType) {
   ASSERT_OK(LoadDict(&loaded, "dtypes"));
   for (const auto& [fqn, value] : saved) {
     SCOPED_TRACE(fqn);
-    EXPECT_EQ(Bytes(View(loaded, fqn)), Bytes(std::get<TensorView>(value)));
+    EXPECT_EQ(TensorBytes(View(loaded, fqn)), TensorBytes(std::get<TensorView>(value)));
   }
 }
 
@@ -175,7 +169,7 @@ TEST_P(StorageContractTest, RoundTripsZeroDTensor) {
   StateDict loaded{{"scale", Zeros(DType::kFloat64, {})}};
   ASSERT_OK(SaveDict(saved, "c").status());
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(Bytes(View(loaded, "scale")), Bytes(View(saved, "scale")));
+  EXPECT_EQ(TensorBytes(View(loaded, "scale")), TensorBytes(View(saved, "scale")));
 }
 
 TEST_P(StorageContractTest, RoundTripsTensorsWithAZeroSizeDim) {
@@ -188,7 +182,7 @@ TEST_P(StorageContractTest, RoundTripsTensorsWithAZeroSizeDim) {
   ASSERT_OK_AND_ASSIGN(Metadata md, SaveDict(saved, "c"));
   EXPECT_EQ(md.state_dict_metadata.size(), 3u);
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(Bytes(View(loaded, "c")), Bytes(View(saved, "c")));
+  EXPECT_EQ(TensorBytes(View(loaded, "c")), TensorBytes(View(saved, "c")));
 }
 
 TEST_P(StorageContractTest, RoundTripsStridedViews) {
@@ -207,8 +201,8 @@ TEST_P(StorageContractTest, RoundTripsStridedViews) {
   ASSERT_OK(SaveDict(saved, "c").status());
   ASSERT_OK(LoadDict(&contiguous, "c"));
   ASSERT_OK(LoadDict(&strided, "c"));
-  EXPECT_EQ(Bytes(View(contiguous, "t")), Bytes(transposed));
-  EXPECT_EQ(Bytes(strided_dest), Bytes(transposed));
+  EXPECT_EQ(TensorBytes(View(contiguous, "t")), TensorBytes(transposed));
+  EXPECT_EQ(TensorBytes(strided_dest), TensorBytes(transposed));
   // A transposed view of a transposed copy is the original memory.
   EXPECT_EQ(std::string(static_cast<char*>(strided_dest.data), 4 * 6 * 4),
             std::string(static_cast<char*>(base.data), 4 * 6 * 4));
@@ -229,7 +223,7 @@ TEST_P(StorageContractTest, ShardedSaveLoadsWhole) {
                 .chunks.size(),
             3u);
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(Bytes(View(loaded, "w")), Bytes(whole));
+  EXPECT_EQ(TensorBytes(View(loaded, "w")), TensorBytes(whole));
 }
 
 TEST_P(StorageContractTest, WholeSaveLoadsIntoShards) {
@@ -244,10 +238,10 @@ TEST_P(StorageContractTest, WholeSaveLoadsIntoShards) {
                       Shard{{0, 1}, Zeros(DType::kInt32, {6, 3})}}};
   StateDict loaded{{"w", cols}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(Bytes(cols.local_shards[0].tensor),
-            Bytes(whole.Narrow({0, 0}, {6, 1})));
-  EXPECT_EQ(Bytes(cols.local_shards[1].tensor),
-            Bytes(whole.Narrow({0, 1}, {6, 3})));
+  EXPECT_EQ(TensorBytes(cols.local_shards[0].tensor),
+            TensorBytes(whole.Narrow({0, 0}, {6, 1})));
+  EXPECT_EQ(TensorBytes(cols.local_shards[1].tensor),
+            TensorBytes(whole.Narrow({0, 1}, {6, 3})));
 }
 
 TEST_P(StorageContractTest, ReshardsRowsIntoBlocks) {
@@ -262,8 +256,8 @@ TEST_P(StorageContractTest, ReshardsRowsIntoBlocks) {
       DType::kFloat16, {8, 8}, {Shard{{2, 5}, Zeros(DType::kFloat16, {4, 3})}}};
   StateDict loaded{{"w", block}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(Bytes(block.local_shards[0].tensor),
-            Bytes(whole.Narrow({2, 5}, {4, 3})));
+  EXPECT_EQ(TensorBytes(block.local_shards[0].tensor),
+            TensorBytes(whole.Narrow({2, 5}, {4, 3})));
 }
 
 TEST_P(StorageContractTest, RoundTripsEmptyAndLargeByteItems) {
@@ -304,7 +298,7 @@ TEST_P(StorageContractTest, RoundTripsUnusualFqns) {
   ASSERT_OK(LoadDict(&loaded, "c"));
   for (const std::string& fqn : fqns) {
     SCOPED_TRACE(fqn);
-    EXPECT_EQ(Bytes(View(loaded, fqn)), Bytes(View(saved, fqn)));
+    EXPECT_EQ(TensorBytes(View(loaded, fqn)), TensorBytes(View(saved, fqn)));
     EXPECT_EQ(std::get<std::string>(loaded[fqn + "/bytes"]), fqn);
   }
 }
@@ -379,7 +373,7 @@ TEST_P(StorageContractTest, SavingAnExistingIdIsAlreadyExists) {
   // The first checkpoint is untouched.
   StateDict loaded{{"v", Zeros(DType::kInt32, {4})}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(Bytes(View(loaded, "v")), Bytes(View(first, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(first, "v")));
 }
 
 TEST_P(StorageContractTest, OverwriteReplacesTheCheckpoint) {
@@ -392,7 +386,7 @@ TEST_P(StorageContractTest, OverwriteReplacesTheCheckpoint) {
 
   StateDict loaded{{"v", Zeros(DType::kInt32, {2, 2})}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(Bytes(View(loaded, "v")), Bytes(View(second, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(second, "v")));
   StateDict old{{"gone", std::string()}};
   EXPECT_THAT(LoadDict(&old, "c"),
               StatusIs(StatusCode::kNotFound, HasSubstr("'gone'")));
@@ -410,9 +404,9 @@ TEST_P(StorageContractTest, OneWriterSavesCheckpointsInTurn) {
   ASSERT_OK_AND_ASSIGN(auto reader, backend_->NewReader());
   StateDict loaded{{"v", Zeros(DType::kInt8, {3})}};
   ASSERT_OK(Load(&loaded, *reader, {.checkpoint_id = "a"}));
-  EXPECT_EQ(Bytes(View(loaded, "v")), Bytes(View(a, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(a, "v")));
   ASSERT_OK(Load(&loaded, *reader, {.checkpoint_id = "b"}));
-  EXPECT_EQ(Bytes(View(loaded, "v")), Bytes(View(b, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(b, "v")));
 }
 
 TEST_P(StorageContractTest, WrongDTypeAtLoadNamesFqnAndBoth) {
@@ -450,8 +444,8 @@ TEST_P(StorageContractTest, PartialLoadLoadsWhatIsPresent) {
   StateDict loaded{{"present", Zeros(DType::kInt16, {5})},
                    {"absent", Zeros(DType::kInt16, {5})}};
   ASSERT_OK(LoadDict(&loaded, "c", /*allow_partial_load=*/true));
-  EXPECT_EQ(Bytes(View(loaded, "present")), Bytes(View(saved, "present")));
-  EXPECT_EQ(Bytes(View(loaded, "absent")), std::string(10, '\0'));
+  EXPECT_EQ(TensorBytes(View(loaded, "present")), TensorBytes(View(saved, "present")));
+  EXPECT_EQ(TensorBytes(View(loaded, "absent")), std::string(10, '\0'));
 }
 
 // The default planner reads allow_partial_load; a planner passed in
@@ -470,10 +464,10 @@ TEST_P(StorageContractTest, PartialLoadWithAPlannerIsInvalidArgument) {
               StatusIs(StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("'c'"),
                              HasSubstr("allow_partial_load"))));
-  EXPECT_EQ(Bytes(View(loaded, "present")), std::string(10, '\0'));
+  EXPECT_EQ(TensorBytes(View(loaded, "present")), std::string(10, '\0'));
   // The planner's own option is how a planner loads partially.
   ASSERT_OK(Load(&loaded, *reader, {.checkpoint_id = "c", .planner = &planner}));
-  EXPECT_EQ(Bytes(View(loaded, "present")), Bytes(View(saved, "present")));
+  EXPECT_EQ(TensorBytes(View(loaded, "present")), TensorBytes(View(saved, "present")));
 }
 
 TEST_P(StorageContractTest, SaveWithoutFinishIsInvisible) {
@@ -508,7 +502,7 @@ TEST_P(StorageContractTest, SaveWithoutFinishIsInvisible) {
   StateDict loaded{{"w", Zeros(DType::kFloat32, {2, 2})},
                    {"step", std::string()}};
   ASSERT_OK(LoadDict(&loaded, "unfinished"));
-  EXPECT_EQ(Bytes(View(loaded, "w")), Bytes(View(sd, "w")));
+  EXPECT_EQ(TensorBytes(View(loaded, "w")), TensorBytes(View(sd, "w")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, StorageContractTest,

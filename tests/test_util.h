@@ -13,10 +13,12 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "rocksdcp/collective.h"
-#include "util/ready_future.h"
 #include "rocksdcp/status.h"
+#include "rocksdcp/tensor.h"
+#include "util/ready_future.h"
 
 namespace rocksdcp::testing {
 
@@ -34,6 +36,25 @@ inline constexpr bool kSanitized = true;
 inline constexpr bool kSanitized = false;
 #endif
 inline constexpr uint64_t kSanitizerSweepDivisor = 4;
+
+// A contiguous tensor with its own storage.
+struct OwnedTensor {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+// Deterministic, seed-dependent contents.
+OwnedTensor RandomTensor(DType dtype, std::vector<int64_t> sizes,
+                         uint64_t seed);
+OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes);
+std::string RandomBytes(size_t n, uint64_t seed);
+
+// Equal dtype, sizes and elements (through both views' strides).
+::testing::AssertionResult SameTensor(const TensorView& a, const TensorView& b);
+
+// The elements of `t` as contiguous bytes, through its strides: to compare
+// views of any layout.
+std::string TensorBytes(const TensorView& t);
 
 inline const Status& GetStatus(const Status& s) { return s; }
 

@@ -7,45 +7,6 @@
 
 namespace rocksdcp::testing {
 
-namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::string out(n, '\0');
-  uint64_t state = seed;
-  for (size_t i = 0; i < n; i += 8) {
-    const uint64_t v = SplitMix64(state);
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
-  }
-  return out;
-}
-
-OwnedTensor RandomTensor(DType dtype, std::vector<int64_t> sizes,
-                         uint64_t seed) {
-  OwnedTensor t = ZeroTensor(dtype, std::move(sizes));
-  const std::string r = RandomBytes(t.bytes.size(), seed);
-  std::memcpy(t.bytes.data(), r.data(), r.size());
-  return t;
-}
-
-OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes) {
-  OwnedTensor t;
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  // At least one byte, so data is never null.
-  t.bytes.assign(std::max<size_t>(1, n * DTypeSize(dtype)), 0);
-  t.view = TensorView::Contiguous(dtype, std::move(sizes), t.bytes.data());
-  return t;
-}
-
 void FlipByte(const std::string& path, int64_t offset) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   ASSERT_TRUE(f.good()) << path;
@@ -56,25 +17,6 @@ void FlipByte(const std::string& path, int64_t offset) {
   f.seekp(offset);
   f.write(&c, 1);
   ASSERT_TRUE(f.good()) << "flipping byte " << offset << " of " << path;
-}
-
-::testing::AssertionResult SameTensor(const TensorView& a,
-                                      const TensorView& b) {
-  if (a.dtype != b.dtype) {
-    return ::testing::AssertionFailure()
-           << "dtype " << DTypeName(a.dtype) << " vs " << DTypeName(b.dtype);
-  }
-  if (a.sizes != b.sizes) return ::testing::AssertionFailure() << "sizes differ";
-  // Compare contiguous copies.
-  std::vector<uint8_t> ca(a.nbytes() + 1), cb(b.nbytes() + 1);
-  CopyTensor(a, TensorView::Contiguous(a.dtype, a.sizes, ca.data()));
-  CopyTensor(b, TensorView::Contiguous(b.dtype, b.sizes, cb.data()));
-  if (ca != cb) {
-    size_t i = 0;
-    while (ca[i] == cb[i]) ++i;
-    return ::testing::AssertionFailure() << "bytes differ at offset " << i;
-  }
-  return ::testing::AssertionSuccess();
 }
 
 namespace {

@@ -15,24 +15,9 @@
 
 namespace rocksdcp::testing {
 
-// A contiguous tensor with its own storage.
-struct OwnedTensor {
-  std::vector<uint8_t> bytes;
-  TensorView view;
-};
-
-// Deterministic, seed-dependent contents.
-OwnedTensor RandomTensor(DType dtype, std::vector<int64_t> sizes,
-                         uint64_t seed);
-OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes);
-std::string RandomBytes(size_t n, uint64_t seed);
-
 // Flips one byte (xor 0x5a) at `offset` of the file at `path`, as a disk
 // corrupting it would.
 void FlipByte(const std::string& path, int64_t offset);
-
-// Equal dtype, sizes and elements (through both views' strides).
-::testing::AssertionResult SameTensor(const TensorView& a, const TensorView& b);
 
 // A small state dict whose every byte is a function of `seed`: a bf16
 // matrix of several pieces (at max_piece_bytes = 4096), a float tensor, a

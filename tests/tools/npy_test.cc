@@ -80,8 +80,8 @@ TEST_F(NpyTest, WritesHeaderAndDataThatNumpyLoads) {
   EXPECT_THAT(npy.header,
               HasSubstr("{'descr': '<f4', 'fortran_order': False, "
                         "'shape': (2, 3), }"));
-  EXPECT_EQ(npy.data, Bytes(t.view));
-  ExpectNumpyLoads(Out("w.npy"), "(2, 3)", "<f4", Bytes(t.view));
+  EXPECT_EQ(npy.data, TensorBytes(t.view));
+  ExpectNumpyLoads(Out("w.npy"), "(2, 3)", "<f4", TensorBytes(t.view));
 }
 
 TEST_F(NpyTest, ShapesAndDTypes) {
@@ -111,8 +111,8 @@ TEST_F(NpyTest, ShapesAndDTypes) {
     EXPECT_THAT(npy.header, HasSubstr("'descr': '" + k.descr +
                                       "', 'fortran_order': False, 'shape': " +
                                       k.shape + ", }"));
-    EXPECT_EQ(npy.data, Bytes(k.t->view));
-    ExpectNumpyLoads(Out(k.fqn + ".npy"), k.shape, k.descr, Bytes(k.t->view));
+    EXPECT_EQ(npy.data, TensorBytes(k.t->view));
+    ExpectNumpyLoads(Out(k.fqn + ".npy"), k.shape, k.descr, TensorBytes(k.t->view));
   }
 }
 
@@ -125,7 +125,7 @@ TEST_F(NpyTest, ReassemblesShards) {
   ASSERT_OK(DumpNpy(*store_, "ck", "w", Out("w.npy")));
   Npy npy;
   ASSERT_TRUE(ParseNpy(ReadFile(Out("w.npy")), &npy));
-  EXPECT_EQ(npy.data, Bytes(whole.view));
+  EXPECT_EQ(npy.data, TensorBytes(whole.view));
 }
 
 TEST_F(NpyTest, StreamsATensorLargerThanItsBuffer) {
@@ -138,8 +138,8 @@ TEST_F(NpyTest, StreamsATensorLargerThanItsBuffer) {
   ASSERT_OK(DumpNpy(*store_, "ck", "w", Out("w.npy"), /*buffer_bytes=*/1024));
   Npy npy;
   ASSERT_TRUE(ParseNpy(ReadFile(Out("w.npy")), &npy));
-  EXPECT_EQ(npy.data, Bytes(t.view));
-  ExpectNumpyLoads(Out("w.npy"), "(384, 64)", "<f4", Bytes(t.view));
+  EXPECT_EQ(npy.data, TensorBytes(t.view));
+  ExpectNumpyLoads(Out("w.npy"), "(384, 64)", "<f4", TensorBytes(t.view));
 }
 
 TEST_F(NpyTest, RefusesWhatNumpyCannotHold) {
@@ -205,7 +205,7 @@ TEST_F(NpyTest, ReplacesAnExistingFileWhole) {
   ASSERT_OK(DumpNpy(*store_, "ck", "w", Out("w.npy")));
   Npy npy;
   ASSERT_TRUE(ParseNpy(ReadFile(Out("w.npy")), &npy));
-  EXPECT_EQ(npy.data, Bytes(t.view));
+  EXPECT_EQ(npy.data, TensorBytes(t.view));
   EXPECT_THAT(ListDir(dir_.path().string()), ElementsAre("store", "w.npy"));
 }
 

@@ -133,7 +133,7 @@ TEST_F(SafetensorsTest, ExportFollowsTheSpec) {
     for (size_t d = 0; d < v.sizes.size(); ++d) {
       EXPECT_EQ(shape->array[d].integer, static_cast<uint64_t>(v.sizes[d]));
     }
-    EXPECT_EQ(Member(t, "hex")->string, Hex(Bytes(v)));
+    EXPECT_EQ(Member(t, "hex")->string, Hex(TensorBytes(v)));
   }
 }
 
@@ -195,9 +195,9 @@ TEST_F(SafetensorsTest, ExportStreamsThroughItsBuffer) {
     const TensorView& t = std::get<TensorView>(value);
     // A view of the file's data, where its data_offsets say.
     EXPECT_EQ(file.substr(data_start + f.DataOffset(t), t.nbytes()),
-              Bytes(want.view))
+              TensorBytes(want.view))
         << name;
-    EXPECT_EQ(Bytes(t), Bytes(want.view)) << name;
+    EXPECT_EQ(TensorBytes(t), TensorBytes(want.view)) << name;
   }
 }
 
@@ -224,7 +224,7 @@ TEST_F(SafetensorsTest, ExportsEveryDTypeSafetensorsHas) {
   }
   ASSERT_OK(LoadDict(&loaded, "back"));
   for (size_t i = 0; i < into.size(); ++i) {
-    EXPECT_EQ(Bytes(into[i].view), Bytes(owned[i].view)) << DTypeName(dtypes[i]);
+    EXPECT_EQ(TensorBytes(into[i].view), TensorBytes(owned[i].view)) << DTypeName(dtypes[i]);
   }
 }
 
@@ -619,7 +619,7 @@ TEST_F(SafetensorsTest, ExportRefusesWhatImportWouldRefuseForItsMemory) {
       want.AddByteItem(
           name, IsUtf8(*bytes) ? bytes->size() : Base64Encode(*bytes).size());
     } else {
-      want.AddTensor(name, Bytes(std::get<TensorView>(value)).size());
+      want.AddTensor(name, TensorBytes(std::get<TensorView>(value)).size());
     }
   }
   EXPECT_OK(ExportSafetensors(*store_, "ck", Out("fits.safetensors"), {},

@@ -18,16 +18,13 @@ namespace {
 using ::rocksdcp::testing::OwnedTensor;
 using ::rocksdcp::testing::RandomTensor;
 using ::rocksdcp::testing::StatusIs;
+using ::rocksdcp::testing::TensorBytes;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr size_t kKiB = 1024;
 constexpr size_t kMiB = 1024 * kKiB;
-
-std::string Bytes(const TensorView& t) {
-  return std::string(static_cast<const char*>(t.data), t.nbytes());
-}
 
 StreamItem ItemOf(const std::string& fqn, const TensorView& t) {
   return {fqn, t.dtype, t.sizes};
@@ -94,8 +91,8 @@ TEST_F(TensorStreamTest, StreamsShapesAndDTypesInOneLoad) {
        ItemOf("m", mat.view), ItemOf("c", cplx.view)},
       kMiB));
   EXPECT_THAT(got_,
-              ElementsAre(Bytes(four.view), Bytes(scalar.view), Bytes(vec.view),
-                          Bytes(mat.view), Bytes(cplx.view)));
+              ElementsAre(TensorBytes(four.view), TensorBytes(scalar.view), TensorBytes(vec.view),
+                          TensorBytes(mat.view), TensorBytes(cplx.view)));
   EXPECT_THAT(calls_, ElementsAre(0, 1, 2, 3, 4));
   EXPECT_EQ(loads_, 1);
 }
@@ -107,7 +104,7 @@ TEST_F(TensorStreamTest, BufferIsSizedByTheItemsNotTheBudget) {
   Save({{"a", a.view}, {"b", b.view}});
   ASSERT_OK(Stream({ItemOf("a", a.view), ItemOf("b", b.view)},
                    std::numeric_limits<size_t>::max()));
-  EXPECT_THAT(got_, ElementsAre(Bytes(a.view), Bytes(b.view)));
+  EXPECT_THAT(got_, ElementsAre(TensorBytes(a.view), TensorBytes(b.view)));
   EXPECT_EQ(loads_, 1);
 }
 
@@ -119,7 +116,7 @@ TEST_F(TensorStreamTest, ZeroSizeTensorsGetNoSinkCall) {
   ASSERT_OK(Stream({ItemOf("empty", empty.view), ItemOf("a", a.view),
                     ItemOf("none", none.view)},
                    16));
-  EXPECT_THAT(got_, ElementsAre("", Bytes(a.view), ""));
+  EXPECT_THAT(got_, ElementsAre("", TensorBytes(a.view), ""));
   EXPECT_THAT(calls_, ElementsAre(1));
 
   // Nothing to read, yet the items are still checked, by one Load.
@@ -154,8 +151,8 @@ TEST_F(TensorStreamTest, ReassemblesShardsAndPieces) {
                         5000 * sizeof(float), kMiB}) {
     SCOPED_TRACE(budget);
     ASSERT_OK(Stream(items, budget));
-    EXPECT_EQ(got_[0], Bytes(whole.view));
-    EXPECT_EQ(got_[1], Bytes(pieces.view));
+    EXPECT_EQ(got_[0], TensorBytes(whole.view));
+    EXPECT_EQ(got_[1], TensorBytes(pieces.view));
   }
 }
 
@@ -172,12 +169,12 @@ TEST_F(TensorStreamTest, BatchesSmallTensorsIntoOneLoad) {
   Save(dict);
   ASSERT_OK(Stream(items, kMiB));
   EXPECT_EQ(loads_, 1);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(got_[i], Bytes(tensors[i].view));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(got_[i], TensorBytes(tensors[i].view));
 
   // Ten tensors fill 10 KiB exactly.
   ASSERT_OK(Stream(items, 10 * kKiB));
   EXPECT_EQ(loads_, 10);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(got_[i], Bytes(tensors[i].view));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(got_[i], TensorBytes(tensors[i].view));
 }
 
 TEST_F(TensorStreamTest, ReadsTensorLargerThanBudgetInSlabsOfRows) {
@@ -187,12 +184,12 @@ TEST_F(TensorStreamTest, ReadsTensorLargerThanBudgetInSlabsOfRows) {
   ASSERT_OK(Stream({ItemOf("big", big.view)}, 64 * kKiB));
   EXPECT_EQ(loads_, 16);
   EXPECT_EQ(calls_.size(), 16u);
-  EXPECT_EQ(got_[0], Bytes(big.view));
+  EXPECT_EQ(got_[0], TensorBytes(big.view));
 
   // 5 rows fit in 5 rows and a bit: 51 slabs of 5 rows and one of 1.
   ASSERT_OK(Stream({ItemOf("big", big.view)}, 5 * 4 * kKiB + 100));
   EXPECT_EQ(loads_, 52);
-  EXPECT_EQ(got_[0], Bytes(big.view));
+  EXPECT_EQ(got_[0], TensorBytes(big.view));
 }
 
 TEST_F(TensorStreamTest, SlabsAlongAnInnerDimWhenARowExceedsTheBudget) {
@@ -202,12 +199,12 @@ TEST_F(TensorStreamTest, SlabsAlongAnInnerDimWhenARowExceedsTheBudget) {
   Save({{"t", t.view}}, {.max_piece_bytes = 1000});
   ASSERT_OK(Stream({ItemOf("t", t.view)}, 500));
   EXPECT_EQ(loads_, 15);
-  EXPECT_EQ(got_[0], Bytes(t.view));
+  EXPECT_EQ(got_[0], TensorBytes(t.view));
 
   // 150 bytes hold one run of 1 row of dim 2 (100 bytes): 60 Loads.
   ASSERT_OK(Stream({ItemOf("t", t.view)}, 150));
   EXPECT_EQ(loads_, 60);
-  EXPECT_EQ(got_[0], Bytes(t.view));
+  EXPECT_EQ(got_[0], TensorBytes(t.view));
 }
 
 TEST_F(TensorStreamTest, BudgetOfOneElement) {
@@ -215,8 +212,8 @@ TEST_F(TensorStreamTest, BudgetOfOneElement) {
   OwnedTensor b = RandomTensor(DType::kBool, {2, 9}, 2);
   Save({{"c", c.view}, {"b", b.view}});
   ASSERT_OK(Stream({ItemOf("c", c.view), ItemOf("b", b.view)}, 16));
-  EXPECT_EQ(got_[0], Bytes(c.view));
-  EXPECT_EQ(got_[1], Bytes(b.view));
+  EXPECT_EQ(got_[0], TensorBytes(c.view));
+  EXPECT_EQ(got_[1], TensorBytes(b.view));
   // One complex element per Load; then one row of 9 bools per Load.
   EXPECT_EQ(loads_, 15 + 2);
 }
@@ -231,8 +228,8 @@ TEST_F(TensorStreamTest, MixesBatchesAndSlabsInOrder) {
   ASSERT_OK(Stream({ItemOf("s1", s1.view), ItemOf("big", big.view),
                     ItemOf("s2", s2.view), ItemOf("s3", s3.view)},
                    400));
-  EXPECT_THAT(got_, ElementsAre(Bytes(s1.view), Bytes(big.view), Bytes(s2.view),
-                                Bytes(s3.view)));
+  EXPECT_THAT(got_, ElementsAre(TensorBytes(s1.view), TensorBytes(big.view), TensorBytes(s2.view),
+                                TensorBytes(s3.view)));
   EXPECT_THAT(calls_, ElementsAre(0, 1, 1, 1, 1, 2, 3));
   EXPECT_EQ(loads_, 1 + 4 + 1);
 }
@@ -241,7 +238,7 @@ TEST_F(TensorStreamTest, RepeatedItemIsStreamedEachTime) {
   OwnedTensor a = RandomTensor(DType::kFloat32, {8}, 1);
   Save({{"a", a.view}});
   ASSERT_OK(Stream({ItemOf("a", a.view), ItemOf("a", a.view)}, kMiB));
-  EXPECT_THAT(got_, ElementsAre(Bytes(a.view), Bytes(a.view)));
+  EXPECT_THAT(got_, ElementsAre(TensorBytes(a.view), TensorBytes(a.view)));
 }
 
 TEST_F(TensorStreamTest, SinkErrorStopsTheStream) {

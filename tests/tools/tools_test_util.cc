@@ -19,10 +19,6 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-std::string Bytes(const TensorView& t) {
-  return std::string(static_cast<const char*>(t.data), t.nbytes());
-}
-
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {

@@ -14,10 +14,11 @@
 
 namespace rocksdcp::tools {
 
+// The contiguous bytes of a tensor (test_util.h).
+using ::rocksdcp::testing::TensorBytes;
+
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& bytes);
-// The bytes a contiguous view holds.
-std::string Bytes(const TensorView& t);
 // The names in `dir`, sorted.
 std::vector<std::string> ListDir(const std::string& dir);
 
