@@ -131,7 +131,11 @@ class _WriterMethods:
         return True
 
     def storage_meta(self):
-        """The checkpoint id and this save's id, as torch 2.x's StorageMeta."""
+        """The checkpoint id and this save's id, as torch 2.x's StorageMeta.
+
+        Once the save is planned, and after it, until the next reset, the
+        save id is the coordinator's: the one the checkpoint records.
+        """
         if c.StorageMeta is None or self._native is None:
             return None
         meta = self._native.storage_meta()
