@@ -93,9 +93,10 @@ struct StoreOptions {
   // every column family written in it has flushed, which the catalog's
   // rarely does. Past this many bytes RocksDB flushes them in the
   // background, so that the WAL on disk and the memory held for it stay
-  // bounded however long the store is open; 0 leaves it to RocksDB, whose
-  // bound grows with the number of column families (a long-lived store's
-  // WAL grew by each commit's metadata).
+  // bounded however long the store is open: a soft bound, which the WAL
+  // runs past while the flushes run or wait for a busy machine's cores.
+  // 0 leaves it to RocksDB, whose bound grows with the number of column
+  // families (a long-lived store's WAL grew by each commit's metadata).
   // Default: 64 MiB
   uint64_t max_total_wal_size = 64ull << 20;
 
