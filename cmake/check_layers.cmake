@@ -12,6 +12,8 @@
 #   driver  src/core      planners, Save / Load, collectives, async saves
 #   backend src/rocksdb   the RocksDB store, with its own values' codecs
 #   mpi, torch, python, tools: on the public headers (and util)
+#   testing src/testing   the installed contract suite: on the public
+#                         headers alone, as a backend outside rocksdcp is
 #
 # A layer includes its own headers, those of the layers below it that it
 # names, and the public headers it names: lower layers see only the model's.
@@ -65,6 +67,8 @@ function(check name dir)
 endfunction()
 
 check("the public headers" include/rocksdcp DIRS rocksdcp HEADERS ${all_headers})
+check("the testing headers" include/rocksdcp/testing DIRS rocksdcp
+      HEADERS ${driver_headers})
 check(util src/util DIRS util HEADERS ${model_headers})
 check(keys src/keys DIRS keys util HEADERS ${model_headers})
 check(codec src/codec DIRS codec util HEADERS ${model_headers})
@@ -78,6 +82,7 @@ check(mpi src/mpi DIRS mpi util HEADERS ${driver_headers} mpi_collective)
 check(torch src/torch DIRS torch util HEADERS ${all_headers})
 check(python python DIRS util HEADERS ${all_headers})
 check(tools tools DIRS util HEADERS ${all_headers})
+check(testing src/testing DIRS rocksdcp HEADERS ${driver_headers})
 
 if(problems)
   string(REPLACE ";" "" problems "${problems}")

@@ -1,4 +1,7 @@
-// Shared test helpers: Status matchers and a fresh temp directory per test.
+// Shared test helpers: tensors with their own storage, ranks on threads,
+// docs/errors.md's rows, and a fresh temp directory per test. The Status
+// matchers (StatusIs, IsOk, ASSERT_OK...) are rocksdcp::testing's
+// (rocksdcp/testing/status_matchers.h).
 
 #ifndef ROCKSDCP_TESTS_TEST_UTIL_H_
 #define ROCKSDCP_TESTS_TEST_UTIL_H_
@@ -18,6 +21,7 @@
 #include "rocksdcp/collective.h"
 #include "rocksdcp/status.h"
 #include "rocksdcp/tensor.h"
+#include "rocksdcp/testing/status_matchers.h"
 #include "util/ready_future.h"
 
 namespace rocksdcp::testing {
@@ -55,54 +59,6 @@ std::string RandomBytes(size_t n, uint64_t seed);
 // The elements of `t` as contiguous bytes, through its strides: to compare
 // views of any layout.
 std::string TensorBytes(const TensorView& t);
-
-inline const Status& GetStatus(const Status& s) { return s; }
-
-}  // namespace rocksdcp::testing
-
-namespace rocksdcp {
-// So gtest prints "NotFound: ..." instead of the object's bytes.
-inline void PrintTo(const Status& s, std::ostream* os) { *os << s.ToString(); }
-template <typename T>
-void PrintTo(const Result<T>& r, std::ostream* os) {
-  *os << (r.ok() ? std::string("OK (with a value)") : r.status().ToString());
-}
-}  // namespace rocksdcp
-
-namespace rocksdcp::testing {
-template <typename T>
-Status GetStatus(const Result<T>& r) {
-  return r.status();
-}
-
-// Matches a Status or Result whose code is `code` and whose message matches
-// `message_matcher`, e.g. StatusIs(StatusCode::kNotFound, HasSubstr("x")).
-MATCHER_P2(StatusIs, code, message_matcher,
-           "has code " + std::string(StatusCodeName(code))) {
-  Status s = ::rocksdcp::testing::GetStatus(arg);
-  *result_listener << "status is " << s.ToString();
-  return s.code() == code &&
-         ::testing::ExplainMatchResult(message_matcher, s.message(),
-                                       result_listener);
-}
-
-MATCHER(IsOk, "is OK") {
-  Status s = ::rocksdcp::testing::GetStatus(arg);
-  *result_listener << "status is " << s.ToString();
-  return s.ok();
-}
-
-#define ASSERT_OK(expr) ASSERT_THAT((expr), ::rocksdcp::testing::IsOk())
-#define EXPECT_OK(expr) EXPECT_THAT((expr), ::rocksdcp::testing::IsOk())
-
-// Evaluates a Result<T>, asserts it is OK, and moves its value into lhs.
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                    \
-  ASSERT_OK_AND_ASSIGN_IMPL_(ROCKSDCP_CONCAT_(test_result_, __LINE__), lhs, \
-                             rexpr)
-#define ASSERT_OK_AND_ASSIGN_IMPL_(result, lhs, rexpr) \
-  auto result = (rexpr);                               \
-  ASSERT_OK(result);                                   \
-  lhs = std::move(result).value()
 
 // Runs `body(rank, collective)` on one thread per rank of a fresh
 // ThreadCollective group of `world_size`, and joins them.

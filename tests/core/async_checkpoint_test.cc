@@ -26,7 +26,11 @@ namespace rocksdcp {
 namespace {
 
 using ::rocksdcp::testing::MemoryStorage;
+using ::rocksdcp::testing::OwnedTensor;
+using ::rocksdcp::testing::RandomBytes;
+using ::rocksdcp::testing::RandomTensor;
 using ::rocksdcp::testing::StatusIs;
+using ::rocksdcp::testing::ZeroTensor;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::Eq;
@@ -37,17 +41,11 @@ using ::testing::Not;
 // A trainer's state: views of buffers the test owns, so that it can
 // scribble over them once Save returns.
 struct TrainingState {
-  std::deque<std::vector<uint8_t>> buffers;
+  std::deque<OwnedTensor> buffers;
   StateDict dict;
   uint64_t tensor_bytes = 0;
   uint64_t value_bytes = 0;  // Of the byte values.
 };
-
-uint64_t Mix(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  return z ^ (z >> 31);
-}
 
 // One of each kind of value, every byte a function of `seed` (all zero
 // with seed 0: a load's destination): dense tensors of several sizes, a
@@ -55,15 +53,11 @@ uint64_t Mix(uint64_t& state) {
 // between its rows), a 0-d and an empty tensor, and bytes.
 TrainingState MakeState(uint64_t seed) {
   TrainingState s;
-  uint64_t rng = seed;
   auto buffer = [&](DType dtype, const std::vector<int64_t>& sizes) {
-    int64_t n = 1;
-    for (int64_t d : sizes) n *= d;
-    std::vector<uint8_t>& b = s.buffers.emplace_back(n * DTypeSize(dtype));
-    for (uint8_t& byte : b) {
-      byte = seed == 0 ? 0 : static_cast<uint8_t>(Mix(rng));
-    }
-    return b.data();
+    OwnedTensor& t = s.buffers.emplace_back(
+        seed == 0 ? ZeroTensor(dtype, sizes)
+                  : RandomTensor(dtype, sizes, seed * 100 + s.buffers.size()));
+    return t.bytes.data();
   };
   auto add = [&](const std::string& fqn, TensorView view) {
     s.tensor_bytes += view.nbytes();
@@ -103,8 +97,8 @@ TrainingState MakeState(uint64_t seed) {
   add("cols", slice);
   static float no_data;
   s.dict["empty"] = TensorView::Contiguous(DType::kFloat32, {0, 4}, &no_data);
-  std::string rng_state(100, '\0');
-  for (char& c : rng_state) c = seed == 0 ? 0 : static_cast<char>(Mix(rng));
+  std::string rng_state =
+      seed == 0 ? std::string(100, '\0') : RandomBytes(100, seed * 100 + 99);
   s.value_bytes = rng_state.size();
   s.dict["rng"] = std::move(rng_state);
   return s;
@@ -113,14 +107,14 @@ TrainingState MakeState(uint64_t seed) {
 // What training does once Save returns: every tensor and byte value
 // changes.
 void Scribble(TrainingState& s) {
-  for (auto& b : s.buffers) std::memset(b.data(), 0xEE, b.size());
+  for (auto& t : s.buffers) std::memset(t.bytes.data(), 0xEE, t.bytes.size());
   s.dict["rng"] = std::string("scribbled");
 }
 
 ::testing::AssertionResult SameState(const TrainingState& a,
                                      const TrainingState& b) {
   for (size_t i = 0; i < a.buffers.size(); ++i) {
-    if (a.buffers[i] != b.buffers[i]) {
+    if (a.buffers[i].bytes != b.buffers[i].bytes) {
       return ::testing::AssertionFailure()
              << "tensor buffer " << i << " differs";
     }
@@ -630,10 +624,10 @@ TEST_F(AsyncCheckpointTest, RanksSaveAsynchronouslyTogether) {
   for (uint64_t budget : {uint64_t{0}, uint64_t{1024}, kLarge}) {
     SCOPED_TRACE(budget);
     const std::string id = "ranks-" + std::to_string(budget);
-    std::vector<uint8_t> shared(32 * 32 * 4), global(kRows * kCols * 4);
-    uint64_t rng = budget + 1;
-    for (uint8_t& b : shared) b = static_cast<uint8_t>(Mix(rng));
-    for (uint8_t& b : global) b = static_cast<uint8_t>(Mix(rng));
+    const std::vector<uint8_t> shared =
+        RandomTensor(DType::kFloat32, {32, 32}, budget + 1).bytes;
+    std::vector<uint8_t> global =
+        RandomTensor(DType::kFloat32, {kRows, kCols}, budget + 2).bytes;
     const std::vector<uint8_t> want_shared = shared, want_global = global;
 
     std::vector<Status> results(kRanks);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -9,7 +10,9 @@
 namespace rocksdcp {
 namespace {
 
+using ::rocksdcp::testing::OwnedTensor;
 using ::rocksdcp::testing::StatusIs;
+using ::rocksdcp::testing::ZeroTensor;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -38,11 +41,9 @@ class LoadPlannerTest : public ::testing::Test {
 
   // A destination tensor, filled with -1.
   TensorView Dest(std::vector<int64_t> sizes, DType dtype = DType::kInt32) {
-    TensorView v = TensorView::Contiguous(dtype, std::move(sizes), nullptr);
-    buffers_.emplace_back(
-        std::max<int64_t>(v.numel(), 1) * (DTypeSize(dtype) + 3) / 4, -1);
-    v.data = buffers_.back().data();
-    return v;
+    OwnedTensor& t = dests_.emplace_back(ZeroTensor(dtype, std::move(sizes)));
+    std::fill(t.bytes.begin(), t.bytes.end(), 0xff);
+    return t.view;
   }
   Shard DestShard(std::vector<int64_t> offsets, std::vector<int64_t> sizes) {
     return Shard{std::move(offsets), Dest(std::move(sizes))};
@@ -178,7 +179,7 @@ class LoadPlannerTest : public ::testing::Test {
   Metadata metadata_;
   StateDict sd_;
   std::unique_ptr<DefaultLoadPlanner> planner_;
-  std::deque<std::vector<int32_t>> buffers_;
+  std::deque<OwnedTensor> dests_;
 };
 
 TEST_F(LoadPlannerTest, WholeIntoRowShard) {

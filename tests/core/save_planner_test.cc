@@ -10,7 +10,9 @@
 namespace rocksdcp {
 namespace {
 
+using ::rocksdcp::testing::OwnedTensor;
 using ::rocksdcp::testing::StatusIs;
+using ::rocksdcp::testing::ZeroTensor;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -21,10 +23,7 @@ class SavePlannerTest : public ::testing::Test {
  protected:
   // A tensor whose bytes the fixture owns.
   TensorView Tensor(std::vector<int64_t> sizes, DType dtype = DType::kFloat32) {
-    TensorView v = TensorView::Contiguous(dtype, std::move(sizes), nullptr);
-    buffers_.emplace_back(std::max<uint64_t>(v.nbytes(), 1));
-    v.data = buffers_.back().data();
-    return v;
+    return tensors_.emplace_back(ZeroTensor(dtype, std::move(sizes))).view;
   }
 
   Shard MakeShard(std::vector<int64_t> offsets, std::vector<int64_t> sizes,
@@ -73,7 +72,7 @@ class SavePlannerTest : public ::testing::Test {
   }
 
   DefaultSavePlanner planner_;
-  std::deque<std::vector<uint8_t>> buffers_;
+  std::deque<OwnedTensor> tensors_;
 };
 
 TEST_F(SavePlannerTest, DenseTensorBecomesOneTensorItem) {

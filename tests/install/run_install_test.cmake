@@ -25,6 +25,11 @@
 # LibTorch), it then configures, builds and runs that project too: it asks
 # for find_package(rocksdcp COMPONENTS torch) and links rocksdcp::torch.
 #
+# With -DTESTING_CONSUMER_SOURCE_DIR=<dir> (when rocksdcp::testing was
+# built), it configures, builds and runs that project too: it asks for
+# find_package(rocksdcp COMPONENTS testing) and runs the storage contract
+# suite against its own backend.
+#
 # With -DPYTHON=<interpreter> -DPYTHON_DIR=<dir under the prefix> (when the
 # Python package was built), it then imports the installed package from
 # <prefix>/<dir> and saves and loads a checkpoint through torch's DCP.
@@ -141,22 +146,42 @@ if(DEFINED PKG_CONFIG AND NOT PKG_CONFIG STREQUAL "")
   message(STATUS "install test: pkg-config app says: ${step_output}")
 endif()
 
-# 6. rocksdcp::torch, through find_package(rocksdcp COMPONENTS torch).
-if(DEFINED TORCH_CONSUMER_SOURCE_DIR AND NOT TORCH_CONSUMER_SOURCE_DIR STREQUAL "")
-  set(torch_build "${WORK_DIR}/torch-build")
-  run_step(torch-configure
-    ${CMAKE_COMMAND} -S "${TORCH_CONSUMER_SOURCE_DIR}" -B "${torch_build}"
+# A consumer project of its own: configures `source` against the prefix
+# only (ARGN: more cache entries), builds it, and runs its `program` with
+# the env entries in ENV; the output comes back in step_output.
+function(build_and_run name source program)
+  cmake_parse_arguments(ARG "" "" "ENV;DEFINES" ${ARGN})
+  set(dir "${WORK_DIR}/${name}-build")
+  run_step(${name}-configure
+    ${CMAKE_COMMAND} -S "${source}" -B "${dir}"
       -G "${parent_CMAKE_GENERATOR}"
       "-DCMAKE_CXX_COMPILER=${parent_CMAKE_CXX_COMPILER}"
       -DCMAKE_BUILD_TYPE=Release
       "-DCMAKE_PREFIX_PATH=${prefix}"
-      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
-  run_step(torch-build ${CMAKE_COMMAND} --build "${torch_build}")
-  run_step(torch-run "${torch_build}/app")
+      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+      ${ARG_DEFINES})
+  run_step(${name}-build ${CMAKE_COMMAND} --build "${dir}")
+  run_step(${name}-run ${CMAKE_COMMAND} -E env ${ARG_ENV} "${dir}/${program}")
+  set(step_output "${step_output}" PARENT_SCOPE)
+endfunction()
+
+# 6. rocksdcp::torch, through find_package(rocksdcp COMPONENTS torch).
+if(DEFINED TORCH_CONSUMER_SOURCE_DIR AND NOT TORCH_CONSUMER_SOURCE_DIR STREQUAL "")
+  build_and_run(torch "${TORCH_CONSUMER_SOURCE_DIR}" app)
   message(STATUS "install test: torch app says: ${step_output}")
 endif()
 
-# 7. The Python package, from where `cmake --install` put it.
+# 7. rocksdcp::testing, through find_package(rocksdcp COMPONENTS testing):
+#    the storage contract suite on a backend of the consumer's own.
+if(DEFINED TESTING_CONSUMER_SOURCE_DIR AND NOT TESTING_CONSUMER_SOURCE_DIR STREQUAL "")
+  build_and_run(testing "${TESTING_CONSUMER_SOURCE_DIR}" contract
+    DEFINES -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON
+    ENV "TEST_TMPDIR=${WORK_DIR}/")
+  string(REGEX MATCH "contract: [^\n]*" said "${step_output}")
+  message(STATUS "install test: testing app says: ${said}")
+endif()
+
+# 8. The Python package, from where `cmake --install` put it.
 if(DEFINED PYTHON AND NOT PYTHON STREQUAL "" AND NOT shared)
   set(site "${prefix}/${PYTHON_DIR}")
   if(NOT EXISTS "${site}/rocksdcp/__init__.py")
