@@ -72,12 +72,6 @@ OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes) {
   return ::testing::AssertionSuccess();
 }
 
-std::string TensorBytes(const TensorView& t) {
-  std::string out(t.nbytes(), '\0');
-  CopyTensor(t, TensorView::Contiguous(t.dtype, t.sizes, out.data()));
-  return out;
-}
-
 void RunRanks(int world_size, int coordinator,
               const std::function<void(int, Collective&)>& body) {
   auto group = ThreadCollective::Group(world_size, coordinator);

@@ -22,6 +22,7 @@
 #include "rocksdcp/status.h"
 #include "rocksdcp/tensor.h"
 #include "rocksdcp/testing/status_matchers.h"
+#include "rocksdcp/testing/tensors.h"
 #include "util/ready_future.h"
 
 namespace rocksdcp::testing {
@@ -55,10 +56,6 @@ std::string RandomBytes(size_t n, uint64_t seed);
 
 // Equal dtype, sizes and elements (through both views' strides).
 ::testing::AssertionResult SameTensor(const TensorView& a, const TensorView& b);
-
-// The elements of `t` as contiguous bytes, through its strides: to compare
-// views of any layout.
-std::string TensorBytes(const TensorView& t);
 
 // Runs `body(rank, collective)` on one thread per rank of a fresh
 // ThreadCollective group of `world_size`, and joins them.

@@ -27,19 +27,13 @@
 #include "rocksdcp/collective.h"
 #include "rocksdcp/planner.h"
 #include "rocksdcp/testing/status_matchers.h"
+#include "rocksdcp/testing/tensors.h"
 
 namespace rocksdcp::testing {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-// The elements of `t` as contiguous bytes, through its strides.
-std::string ContiguousBytes(const TensorView& t) {
-  std::string out(t.nbytes(), '\0');
-  CopyTensor(t, TensorView::Contiguous(t.dtype, t.sizes, out.data()));
-  return out;
-}
 
 // Runs `body(rank, collective)` on one thread per rank of a ThreadCollective
 // group of `world_size` (rank 0 coordinates), and joins them.
@@ -232,8 +226,8 @@ void StorageContractTest::RoundTripsEveryDType() {
   ASSERT_OK(LoadDict(&loaded, "dtypes"));
   for (const auto& [fqn, value] : saved) {
     SCOPED_TRACE(fqn);
-    EXPECT_EQ(ContiguousBytes(View(loaded, fqn)),
-              ContiguousBytes(std::get<TensorView>(value)));
+    EXPECT_EQ(TensorBytes(View(loaded, fqn)),
+              TensorBytes(std::get<TensorView>(value)));
   }
 }
 
@@ -242,8 +236,8 @@ void StorageContractTest::RoundTripsZeroDTensor() {
   StateDict loaded{{"scale", Zeros(DType::kFloat64, {})}};
   ASSERT_OK(SaveDict(saved, "c").status());
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "scale")),
-            ContiguousBytes(View(saved, "scale")));
+  EXPECT_EQ(TensorBytes(View(loaded, "scale")),
+            TensorBytes(View(saved, "scale")));
 }
 
 void StorageContractTest::RoundTripsTensorsWithAZeroSizeDim() {
@@ -256,8 +250,7 @@ void StorageContractTest::RoundTripsTensorsWithAZeroSizeDim() {
   ASSERT_OK_AND_ASSIGN(Metadata md, SaveDict(saved, "c"));
   EXPECT_EQ(md.state_dict_metadata.size(), 3u);
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "c")),
-            ContiguousBytes(View(saved, "c")));
+  EXPECT_EQ(TensorBytes(View(loaded, "c")), TensorBytes(View(saved, "c")));
 }
 
 void StorageContractTest::RoundTripsStridedViews() {
@@ -276,9 +269,8 @@ void StorageContractTest::RoundTripsStridedViews() {
   ASSERT_OK(SaveDict(saved, "c").status());
   ASSERT_OK(LoadDict(&contiguous, "c"));
   ASSERT_OK(LoadDict(&strided, "c"));
-  EXPECT_EQ(ContiguousBytes(View(contiguous, "t")),
-            ContiguousBytes(transposed));
-  EXPECT_EQ(ContiguousBytes(strided_dest), ContiguousBytes(transposed));
+  EXPECT_EQ(TensorBytes(View(contiguous, "t")), TensorBytes(transposed));
+  EXPECT_EQ(TensorBytes(strided_dest), TensorBytes(transposed));
   // A transposed view of a transposed copy is the original memory.
   EXPECT_EQ(std::string(static_cast<char*>(strided_dest.data), 4 * 6 * 4),
             std::string(static_cast<char*>(base.data), 4 * 6 * 4));
@@ -299,7 +291,7 @@ void StorageContractTest::ShardedSaveLoadsWhole() {
                 .chunks.size(),
             3u);
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "w")), ContiguousBytes(whole));
+  EXPECT_EQ(TensorBytes(View(loaded, "w")), TensorBytes(whole));
 }
 
 void StorageContractTest::WholeSaveLoadsIntoShards() {
@@ -314,10 +306,10 @@ void StorageContractTest::WholeSaveLoadsIntoShards() {
                       Shard{{0, 1}, Zeros(DType::kInt32, {6, 3})}}};
   StateDict loaded{{"w", cols}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(ContiguousBytes(cols.local_shards[0].tensor),
-            ContiguousBytes(whole.Narrow({0, 0}, {6, 1})));
-  EXPECT_EQ(ContiguousBytes(cols.local_shards[1].tensor),
-            ContiguousBytes(whole.Narrow({0, 1}, {6, 3})));
+  EXPECT_EQ(TensorBytes(cols.local_shards[0].tensor),
+            TensorBytes(whole.Narrow({0, 0}, {6, 1})));
+  EXPECT_EQ(TensorBytes(cols.local_shards[1].tensor),
+            TensorBytes(whole.Narrow({0, 1}, {6, 3})));
 }
 
 void StorageContractTest::ReshardsRowsIntoBlocks() {
@@ -332,8 +324,8 @@ void StorageContractTest::ReshardsRowsIntoBlocks() {
       DType::kFloat16, {8, 8}, {Shard{{2, 5}, Zeros(DType::kFloat16, {4, 3})}}};
   StateDict loaded{{"w", block}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(ContiguousBytes(block.local_shards[0].tensor),
-            ContiguousBytes(whole.Narrow({2, 5}, {4, 3})));
+  EXPECT_EQ(TensorBytes(block.local_shards[0].tensor),
+            TensorBytes(whole.Narrow({2, 5}, {4, 3})));
 }
 
 void StorageContractTest::RoundTripsEmptyAndLargeByteItems() {
@@ -374,8 +366,7 @@ void StorageContractTest::RoundTripsUnusualFqns() {
   ASSERT_OK(LoadDict(&loaded, "c"));
   for (const std::string& fqn : fqns) {
     SCOPED_TRACE(fqn);
-    EXPECT_EQ(ContiguousBytes(View(loaded, fqn)),
-              ContiguousBytes(View(saved, fqn)));
+    EXPECT_EQ(TensorBytes(View(loaded, fqn)), TensorBytes(View(saved, fqn)));
     EXPECT_EQ(std::get<std::string>(loaded[fqn + "/bytes"]), fqn);
   }
 }
@@ -450,8 +441,7 @@ void StorageContractTest::SavingAnExistingIdIsAlreadyExists() {
   // The first checkpoint is untouched.
   StateDict loaded{{"v", Zeros(DType::kInt32, {4})}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "v")),
-            ContiguousBytes(View(first, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(first, "v")));
 }
 
 void StorageContractTest::OverwriteReplacesTheCheckpoint() {
@@ -464,8 +454,7 @@ void StorageContractTest::OverwriteReplacesTheCheckpoint() {
 
   StateDict loaded{{"v", Zeros(DType::kInt32, {2, 2})}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "v")),
-            ContiguousBytes(View(second, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(second, "v")));
   StateDict old{{"gone", std::string()}};
   EXPECT_THAT(LoadDict(&old, "c"),
               StatusIs(StatusCode::kNotFound, HasSubstr("'gone'")));
@@ -485,9 +474,9 @@ void StorageContractTest::OneWriterSavesCheckpointsInTurn() {
   ASSERT_OK_AND_ASSIGN(auto reader, backend_->NewReader());
   StateDict loaded{{"v", Zeros(DType::kInt8, {3})}};
   ASSERT_OK(Load(&loaded, *reader, {.checkpoint_id = "a"}));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "v")), ContiguousBytes(View(a, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(a, "v")));
   ASSERT_OK(Load(&loaded, *reader, {.checkpoint_id = "b"}));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "v")), ContiguousBytes(View(b, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(b, "v")));
 }
 
 void StorageContractTest::WrongDTypeAtLoadNamesFqnAndBoth() {
@@ -525,9 +514,9 @@ void StorageContractTest::PartialLoadLoadsWhatIsPresent() {
   StateDict loaded{{"present", Zeros(DType::kInt16, {5})},
                    {"absent", Zeros(DType::kInt16, {5})}};
   ASSERT_OK(LoadDict(&loaded, "c", /*allow_partial_load=*/true));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "present")),
-            ContiguousBytes(View(saved, "present")));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "absent")), std::string(10, '\0'));
+  EXPECT_EQ(TensorBytes(View(loaded, "present")),
+            TensorBytes(View(saved, "present")));
+  EXPECT_EQ(TensorBytes(View(loaded, "absent")), std::string(10, '\0'));
 }
 
 // The default planner reads allow_partial_load; a planner passed in
@@ -546,12 +535,12 @@ void StorageContractTest::PartialLoadWithAPlannerIsInvalidArgument() {
             .allow_partial_load = true}),
       StatusIs(StatusCode::kInvalidArgument,
                AllOf(HasSubstr("'c'"), HasSubstr("allow_partial_load"))));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "present")), std::string(10, '\0'));
+  EXPECT_EQ(TensorBytes(View(loaded, "present")), std::string(10, '\0'));
   // The planner's own option is how a planner loads partially.
   ASSERT_OK(
       Load(&loaded, *reader, {.checkpoint_id = "c", .planner = &planner}));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "present")),
-            ContiguousBytes(View(saved, "present")));
+  EXPECT_EQ(TensorBytes(View(loaded, "present")),
+            TensorBytes(View(saved, "present")));
 }
 
 void StorageContractTest::SaveWithoutFinishIsInvisible() {
@@ -586,7 +575,7 @@ void StorageContractTest::SaveWithoutFinishIsInvisible() {
   StateDict loaded{{"w", Zeros(DType::kFloat32, {2, 2})},
                    {"step", std::string()}};
   ASSERT_OK(LoadDict(&loaded, "unfinished"));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "w")), ContiguousBytes(View(sd, "w")));
+  EXPECT_EQ(TensorBytes(View(loaded, "w")), TensorBytes(View(sd, "w")));
 }
 
 // The storage calls planner.ReleaseData once for each item it wrote, after
@@ -631,7 +620,7 @@ void StorageContractTest::SecondSaveOfAnIdBeingSavedIsBusy() {
   ASSERT_OK(Save(sd, *second, {.checkpoint_id = "busy-id"}).status());
   StateDict loaded{{"v", Zeros(DType::kInt32, {4})}};
   ASSERT_OK(LoadDict(&loaded, "busy-id"));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "v")), ContiguousBytes(View(sd, "v")));
+  EXPECT_EQ(TensorBytes(View(loaded, "v")), TensorBytes(View(sd, "v")));
 }
 
 // Three ranks save rows of "w" and the same "bias" and "step"; two ranks
@@ -691,17 +680,16 @@ void StorageContractTest::RanksSaveShardsThatLoadOnAnotherWorldSize() {
     SCOPED_TRACE("rank " + std::to_string(rank));
     ASSERT_OK(loaded[rank]);
     const auto& shard = std::get<ShardedTensor>(dests[rank].at("w"));
-    EXPECT_EQ(ContiguousBytes(shard.local_shards[0].tensor),
-              ContiguousBytes(whole.Narrow({0, 2 * rank}, {6, 2})));
-    EXPECT_EQ(ContiguousBytes(View(dests[rank], "bias")),
-              ContiguousBytes(bias));
+    EXPECT_EQ(TensorBytes(shard.local_shards[0].tensor),
+              TensorBytes(whole.Narrow({0, 2 * rank}, {6, 2})));
+    EXPECT_EQ(TensorBytes(View(dests[rank], "bias")), TensorBytes(bias));
     EXPECT_EQ(std::get<std::string>(dests[rank].at("step")), "7");
   }
   readers.clear();
 
   StateDict one{{"w", Zeros(DType::kFloat32, {6, 4})}};
   ASSERT_OK(LoadDict(&one, "ranks"));
-  EXPECT_EQ(ContiguousBytes(View(one, "w")), ContiguousBytes(whole));
+  EXPECT_EQ(TensorBytes(View(one, "w")), TensorBytes(whole));
 }
 
 // One rank of two fails to write its items: no rank's save succeeds,
@@ -752,7 +740,7 @@ void StorageContractTest::AFailingRankCommitsNothing() {
   StateDict loaded{{"w", Zeros(DType::kFloat32, {4, 4})},
                    {"rank1", std::string()}};
   ASSERT_OK(LoadDict(&loaded, "c"));
-  EXPECT_EQ(ContiguousBytes(View(loaded, "w")), ContiguousBytes(whole));
+  EXPECT_EQ(TensorBytes(View(loaded, "w")), TensorBytes(whole));
   EXPECT_EQ(std::get<std::string>(loaded.at("rank1")), "own");
 }
 
