@@ -314,6 +314,75 @@ int RunDiff(const Args& a) {
   return kExitOk;
 }
 
+namespace {
+
+// One checkpoint's verify report, as an element of --json's "checkpoints".
+void VerifyReportJson(const CheckpointVerifyReport& c, JsonWriter& j) {
+  // A field that is the value, or null.
+  auto or_null = [&j](bool has, auto write) {
+    if (has) {
+      write();
+    } else {
+      j.Null();
+    }
+  };
+  j.BeginObject().Key("id").String(c.checkpoint_id);
+  j.Key("ok").Bool(c.ok());
+  j.Key("items_checked").Uint(c.items_checked);
+  j.Key("pieces_checked").Uint(c.pieces_checked);
+  j.Key("bytes_checked").Uint(c.bytes_checked);
+  j.Key("problems").BeginArray();
+  for (const VerifyProblem& p : c.problems) {
+    j.BeginObject().Key("item");
+    or_null(p.item.has_value(), [&] { j.String(p.item->fqn); });
+    j.Key("index");
+    or_null(p.item.has_value(), [&] { j.String(p.item->ToString()); });
+    j.Key("piece");
+    or_null(p.piece.has_value(), [&] { j.Uint(*p.piece); });
+    j.Key("code").String(StatusCodeName(p.status.code()));
+    j.Key("message").String(p.status.message());
+    j.EndObject();
+  }
+  j.EndArray().Key("unlisted_problems").Uint(c.unlisted_problems);
+  j.Key("damaged_items").BeginArray();
+  for (const DamagedItem& d : c.damaged_items) {
+    j.BeginObject().Key("fqn").String(d.fqn);
+    j.Key("bad_pieces").Uint(d.bad_pieces).Key("problems").Uint(d.problems);
+    j.Key("code").String(StatusCodeName(d.first_problem.code()));
+    j.Key("message").String(d.first_problem.message());
+    j.EndObject();
+  }
+  j.EndArray().EndObject();
+}
+
+// One checkpoint's verify report, as lines for a person: "ok" with what was
+// checked, or one line per damaged item, every one of them (each piece's
+// problem is in --json, up to VerifyOptions::max_problems).
+void PrintVerifyReport(const CheckpointVerifyReport& c) {
+  if (c.ok()) {
+    Print("%s: ok (%" PRIu64 " items, %" PRIu64 " pieces, %s)\n",
+          Printable(c.checkpoint_id).c_str(), c.items_checked, c.pieces_checked,
+          HumanBytes(c.bytes_checked).c_str());
+    return;
+  }
+  Print("%s: CORRUPTED (%zu damaged items, %" PRIu64 " problems)\n",
+        Printable(c.checkpoint_id).c_str(), c.damaged_items.size(),
+        c.problems.size() + c.unlisted_problems);
+  for (const VerifyProblem& p : c.problems) {
+    if (p.item) continue;
+    Print("  (checkpoint): %s\n", Printable(p.status.message()).c_str());
+  }
+  for (const DamagedItem& d : c.damaged_items) {
+    const std::string count = d.bad_pieces > 0
+                                  ? std::to_string(d.bad_pieces) + " bad pieces"
+                                  : std::to_string(d.problems) + " problems";
+    Print("  %s: %s; first: %s\n", Printable(d.fqn).c_str(), count.c_str(),
+          Printable(d.first_problem.message()).c_str());
+  }
+}
+
+}  // namespace
+
 int RunVerify(const Args& a) {
   const std::string& path = a.positional[0];
   // A fresh read-only Store: nothing cached, every byte read from disk.
@@ -327,77 +396,19 @@ int RunVerify(const Args& a) {
   bar.Finish();
   if (!report.ok()) return Fail("verify", report.status());
 
-  JsonWriter j;
   if (a.json) {
+    JsonWriter j;
     j.BeginObject().Key("store").String(path);
     j.Key("ok").Bool(report->ok()).Key("checkpoints").BeginArray();
-  }
-  for (const CheckpointVerifyReport& c : report->checkpoints) {
-    if (a.json) {
-      j.BeginObject().Key("id").String(c.checkpoint_id);
-      j.Key("ok").Bool(c.ok());
-      j.Key("items_checked").Uint(c.items_checked);
-      j.Key("pieces_checked").Uint(c.pieces_checked);
-      j.Key("bytes_checked").Uint(c.bytes_checked);
-      j.Key("problems").BeginArray();
-      for (const VerifyProblem& p : c.problems) {
-        j.BeginObject().Key("item");
-        if (p.item)
-          j.String(p.item->fqn);
-        else
-          j.Null();
-        j.Key("index");
-        if (p.item)
-          j.String(p.item->ToString());
-        else
-          j.Null();
-        j.Key("piece");
-        if (p.piece)
-          j.Uint(*p.piece);
-        else
-          j.Null();
-        j.Key("code").String(StatusCodeName(p.status.code()));
-        j.Key("message").String(p.status.message());
-        j.EndObject();
-      }
-      j.EndArray().Key("unlisted_problems").Uint(c.unlisted_problems);
-      j.Key("damaged_items").BeginArray();
-      for (const DamagedItem& d : c.damaged_items) {
-        j.BeginObject().Key("fqn").String(d.fqn);
-        j.Key("bad_pieces").Uint(d.bad_pieces).Key("problems").Uint(d.problems);
-        j.Key("code").String(StatusCodeName(d.first_problem.code()));
-        j.Key("message").String(d.first_problem.message());
-        j.EndObject();
-      }
-      j.EndArray().EndObject();
-      continue;
+    for (const CheckpointVerifyReport& c : report->checkpoints) {
+      VerifyReportJson(c, j);
     }
-    if (c.ok()) {
-      Print("%s: ok (%" PRIu64 " items, %" PRIu64 " pieces, %s)\n",
-            Printable(c.checkpoint_id).c_str(), c.items_checked,
-            c.pieces_checked, HumanBytes(c.bytes_checked).c_str());
-      continue;
-    }
-    // One line per damaged item, every one of them; each piece's problem
-    // is in --json (up to VerifyOptions::max_problems).
-    Print("%s: CORRUPTED (%zu damaged items, %" PRIu64 " problems)\n",
-          Printable(c.checkpoint_id).c_str(), c.damaged_items.size(),
-          c.problems.size() + c.unlisted_problems);
-    for (const VerifyProblem& p : c.problems) {
-      if (p.item) continue;
-      Print("  (checkpoint): %s\n", Printable(p.status.message()).c_str());
-    }
-    for (const DamagedItem& d : c.damaged_items) {
-      const std::string count =
-          d.bad_pieces > 0 ? std::to_string(d.bad_pieces) + " bad pieces"
-                           : std::to_string(d.problems) + " problems";
-      Print("  %s: %s; first: %s\n", Printable(d.fqn).c_str(), count.c_str(),
-            Printable(d.first_problem.message()).c_str());
-    }
-  }
-  if (a.json) {
     j.EndArray().EndObject();
     PrintJson(j);
+  } else {
+    for (const CheckpointVerifyReport& c : report->checkpoints) {
+      PrintVerifyReport(c);
+    }
   }
   if (!report->ok()) {
     std::fprintf(stderr, "rocksdcp verify: store '%s' has corrupted items\n",

@@ -76,20 +76,19 @@ Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
   return Status::OK();
 }
 
-}  // namespace
-
-Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
-                                        const std::string& out_path,
-                                        const ProgressCallback& progress,
-                                        size_t buffer_bytes,
-                                        uint64_t import_memory_limit) {
-  ROCKSDCP_ASSIGN_OR_RETURN(OpenCheckpoint c, OpenForRead(store, id));
-  const std::string where = Where(store, id);
-  // Check every item before reading any.
+// What a checkpoint exports: its tensors, in the metadata's order, and
+// its byte items.
+struct ExportItems {
   std::vector<StreamItem> tensors;
   std::vector<std::string> byte_fqns;
   uint64_t tensor_bytes = 0;
-  for (const auto& [fqn, smd] : c.metadata.state_dict_metadata) {
+};
+
+// Checks that every item of `metadata` can be exported, before any is read.
+Result<ExportItems> ExportableItems(const Metadata& metadata,
+                                    const std::string& where) {
+  ExportItems items;
+  for (const auto& [fqn, smd] : metadata.state_dict_metadata) {
     const std::string item = where + ", item " + Quoted(fqn);
     if (!IsUtf8(fqn) || fqn == kSafetensorsMetadataKey) {
       return Status::InvalidArgument(
@@ -103,7 +102,7 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
             item + ": a byte item of this name can't be exported: the name "
             "is the export's own \"__metadata__\" entry");
       }
-      byte_fqns.push_back(fqn);
+      items.byte_fqns.push_back(fqn);
       continue;
     }
     if (md->size.size() > kMaxSafetensorsDims) {
@@ -118,63 +117,59 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
           " has no safetensors dtype");
     }
     const auto nbytes = TensorBytes(md->properties.dtype, md->size);
-    if (!nbytes || __builtin_add_overflow(tensor_bytes, *nbytes,
-                                          &tensor_bytes)) {
+    if (!nbytes || __builtin_add_overflow(items.tensor_bytes, *nbytes,
+                                          &items.tensor_bytes)) {
       return Status::Corruption(item + ": shape too large");
     }
-    tensors.push_back(
+    items.tensors.push_back(
         {.fqn = fqn, .dtype = md->properties.dtype, .size = md->size});
   }
-  // Import holds each item in memory while it saves them: tensors are
-  // counted here, byte items once read.
-  ImportMemory import_memory;
-  for (const StreamItem& t : tensors) {
-    import_memory.AddTensor(t.fqn, *TensorBytes(t.dtype, t.size));
-  }
-  auto check_import_memory = [&]() -> Status {
-    Status s = import_memory.Check(import_memory_limit);
-    if (s.ok()) return s;
-    return Status::InvalidArgument(
-        where + ": import could not read it back: " + s.message());
-  };
-  ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
-  // The byte items' total, as their storage entries record it, bounds the
-  // header before any is read: a 6 GB pickled byte item is refused, not
-  // loaded. (Not the catalog's total: an entry's totals are checked by
-  // Verify only, and a load does not use them.)
-  std::string metadata_json;
-  if (!byte_fqns.empty()) {
-    uint64_t byte_payload = 0;
-    for (const std::string& fqn : byte_fqns) {
-      Result<uint64_t> n = StoredItemBytes(c.metadata, MetadataIndex(fqn));
-      if (!n.ok()) return n.status().WithContext(where);
-      // Each fits in the store (the reader checked), so the sum can't wrap.
-      byte_payload += *n;
-    }
-    if (byte_payload > kMaxSafetensorsHeaderBytes) {
-      return Status::InvalidArgument(
-          where + ": byte items of " + std::to_string(byte_payload) +
-          " bytes can't fit the safetensors header, whose limit is " +
-          std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
-    }
-    ROCKSDCP_RETURN_IF_ERROR(
-        ByteItemsJson(store, id, c, byte_fqns, &metadata_json, &import_memory));
-    ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
-  }
+  return items;
+}
 
-  // As safetensors' writer lays tensors out: by element size, largest
-  // first, so that every tensor's data is aligned to its element size.
-  std::stable_sort(tensors.begin(), tensors.end(),
+// The byte items' total, as their storage entries record it, bounds the
+// header before any is read: a 6 GB pickled byte item is refused, not
+// loaded. (Not the catalog's total: an entry's totals are checked by
+// Verify only, and a load does not use them.)
+Status CheckByteItemsFitHeader(const Metadata& metadata,
+                               const std::vector<std::string>& byte_fqns,
+                               const std::string& where) {
+  uint64_t byte_payload = 0;
+  for (const std::string& fqn : byte_fqns) {
+    Result<uint64_t> n = StoredItemBytes(metadata, MetadataIndex(fqn));
+    if (!n.ok()) return n.status().WithContext(where);
+    // Each fits in the store (the reader checked), so the sum can't wrap.
+    byte_payload += *n;
+  }
+  if (byte_payload > kMaxSafetensorsHeaderBytes) {
+    return Status::InvalidArgument(
+        where + ": byte items of " + std::to_string(byte_payload) +
+        " bytes can't fit the safetensors header, whose limit is " +
+        std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
+  }
+  return Status::OK();
+}
+
+// The safetensors header: "__metadata__" (when `metadata_json`, the byte
+// items, is not empty), then each tensor's entry, padded with spaces to a
+// multiple of 8 bytes. Sorts `tensors` as safetensors' writer lays them
+// out: by element size, largest first, so that every tensor's data is
+// aligned to its element size.
+Result<std::string> SafetensorsHeader(std::vector<StreamItem>* tensors,
+                                      std::string_view metadata_json,
+                                      const std::string& where) {
+  std::stable_sort(tensors->begin(), tensors->end(),
                    [](const StreamItem& a, const StreamItem& b) {
                      return DTypeSize(a.dtype) > DTypeSize(b.dtype);
                    });
   std::string header = "{";
-  if (!byte_fqns.empty()) {
-    header += "\"" + std::string(kSafetensorsMetadataKey) + "\":{" + metadata_json + "}";
+  if (!metadata_json.empty()) {
+    header += "\"" + std::string(kSafetensorsMetadataKey) + "\":{";
+    header += metadata_json;
+    header += "}";
   }
-  metadata_json = std::string();
   uint64_t offset = 0;
-  for (const StreamItem& t : tensors) {
+  for (const StreamItem& t : *tensors) {
     const uint64_t nbytes = *TensorBytes(t.dtype, t.size);
     JsonWriter entry;
     entry.BeginObject()
@@ -197,6 +192,47 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
         std::to_string(header.size()) + " bytes, over its limit of " +
         std::to_string(kMaxSafetensorsHeaderBytes) + " (too many tensors)");
   }
+  return header;
+}
+
+}  // namespace
+
+Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
+                                        const std::string& out_path,
+                                        const ProgressCallback& progress,
+                                        size_t buffer_bytes,
+                                        uint64_t import_memory_limit) {
+  ROCKSDCP_ASSIGN_OR_RETURN(OpenCheckpoint c, OpenForRead(store, id));
+  const std::string where = Where(store, id);
+  ROCKSDCP_ASSIGN_OR_RETURN(ExportItems items,
+                            ExportableItems(c.metadata, where));
+  std::vector<StreamItem>& tensors = items.tensors;
+  const std::vector<std::string>& byte_fqns = items.byte_fqns;
+  const uint64_t tensor_bytes = items.tensor_bytes;
+  // Import holds each item in memory while it saves them: tensors are
+  // counted here, byte items once read.
+  ImportMemory import_memory;
+  for (const StreamItem& t : tensors) {
+    import_memory.AddTensor(t.fqn, *TensorBytes(t.dtype, t.size));
+  }
+  auto check_import_memory = [&]() -> Status {
+    Status s = import_memory.Check(import_memory_limit);
+    if (s.ok()) return s;
+    return Status::InvalidArgument(
+        where + ": import could not read it back: " + s.message());
+  };
+  ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
+  std::string metadata_json;
+  if (!byte_fqns.empty()) {
+    ROCKSDCP_RETURN_IF_ERROR(
+        CheckByteItemsFitHeader(c.metadata, byte_fqns, where));
+    ROCKSDCP_RETURN_IF_ERROR(
+        ByteItemsJson(store, id, c, byte_fqns, &metadata_json, &import_memory));
+    ROCKSDCP_RETURN_IF_ERROR(check_import_memory());
+  }
+  ROCKSDCP_ASSIGN_OR_RETURN(std::string header,
+                            SafetensorsHeader(&tensors, metadata_json, where));
+  metadata_json = std::string();
   char size_le[8];
   for (int i = 0; i < 8; ++i) {
     size_le[i] = static_cast<char>((uint64_t{header.size()} >> (8 * i)) & 0xff);

@@ -104,6 +104,25 @@ LockHolder LockHolderOf(const rocksdb::Status& s, const std::string& dir) {
   return LockHolder::kNone;
 }
 
+// Whether `s` is RocksDB's "Column family not found: a, b" (a read-only
+// open asked for column families a writer dropped meanwhile); adds their
+// names to *names.
+bool AddColumnFamiliesNotFound(const rocksdb::Status& s,
+                               std::set<std::string>* names) {
+  constexpr std::string_view kNotFound = "Column family not found: ";
+  const std::string error = s.ToString();
+  const size_t at = error.find(kNotFound);
+  if (!s.IsInvalidArgument() || at == std::string::npos) return false;
+  const std::string list = error.substr(at + kNotFound.size());
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(", ", start);
+    if (end == std::string::npos) end = list.size();
+    names->insert(list.substr(start, end - start));
+    start = end + 2;
+  }
+  return true;
+}
+
 }  // namespace
 
 rocksdb::Options CheckpointColumnFamilyOptions(
@@ -205,8 +224,7 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(
   return std::unique_ptr<Store>(std::move(store));
 }
 
-Status StoreImpl::OpenDB() {
-  const std::string where = "store " + Quote(path_);
+Result<bool> StoreImpl::PrepareDirectories(const std::string& where) {
   const rocksdb::IOStatus current = fs_->FileExists(
       (fs::path(path_) / "CURRENT").string(), rocksdb::IOOptions(), nullptr);
   if (!current.ok() && !current.IsNotFound()) {
@@ -232,8 +250,10 @@ Status StoreImpl::OpenDB() {
         CreateDirs(staging_root_, /*durable_entries=*/false)
             .WithContext("cannot create staging directory of " + where));
   }
-  if (options_.follower) return Status::OK();  // No DB: see StoreOptions.
+  return exists;
+}
 
+rocksdb::DBOptions StoreImpl::MakeDBOptions() {
   // One block cache for every checkpoint column family, of RocksDB's
   // default size, whose allocator recycles the buffers pieces are read into
   // (reads with fill_cache = false allocate through it too). A piece larger
@@ -271,8 +291,15 @@ Status StoreImpl::OpenDB() {
   // checkpoint's reads fail as Corruption, and the rest load. Read-write
   // opens keep the checks, which also stop writes after a write error.
   if (options_.read_only) db_options.paranoid_checks = false;
+  return db_options;
+}
 
+Status StoreImpl::OpenDB() {
+  const std::string where = "store " + Quote(path_);
+  ROCKSDCP_ASSIGN_OR_RETURN(const bool exists, PrepareDirectories(where));
+  if (options_.follower) return Status::OK();  // No DB: see StoreOptions.
 
+  const rocksdb::DBOptions db_options = MakeDBOptions();
   const rocksdb::Options cf_options =
       CheckpointColumnFamilyOptions(block_cache_);
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -321,20 +348,7 @@ Status StoreImpl::OpenDB() {
                                            &handles, &raw)
             : rocksdb::DB::Open(db_options, path_, descriptors, &handles, &raw);
     if (!options_.read_only || attempt == kReadOnlyOpenAttempts - 1) break;
-    constexpr std::string_view kNotFound = "Column family not found: ";
-    const std::string error = s.ToString();
-    const size_t at = error.find(kNotFound);
-    const bool vanished = s.IsInvalidArgument() && at != std::string::npos;
-    if (vanished) {
-      // "Column family not found: a, b"
-      std::string list = error.substr(at + kNotFound.size());
-      for (size_t start = 0; start <= list.size();) {
-        size_t end = list.find(", ", start);
-        if (end == std::string::npos) end = list.size();
-        unopenable.insert(list.substr(start, end - start));
-        start = end + 2;
-      }
-    }
+    const bool vanished = AddColumnFamiliesNotFound(s, &unopenable);
     // Asked once per open, and only if an entry names a column family the
     // open left out.
     std::optional<std::set<std::string>> listed_now;
@@ -364,29 +378,38 @@ Status StoreImpl::OpenDB() {
       raw = nullptr;
     }
   }
-  if (!s.ok()) {
-    if (const LockHolder holder = LockHolderOf(s, path_);
-        holder != LockHolder::kNone) {
-      const bool same_process = holder == LockHolder::kThisProcess;
-      return Status::Busy(
-          where +
-          (same_process ? " is already open read-write in this process"
-                        : " is locked by another process") +
-          " (RocksDB's LOCK file is held; only one process may open a store "
-          "read-write; open it with read_only = true to load or inspect)");
-    }
-    Status failed = FromRocksDB(s, "cannot open " + where);
-    if (failed.IsCorruption() && !options_.read_only) {
-      return Status::Corruption(
-          failed.message() +
-          " (open it with read_only = true to load the other checkpoints, "
-          "and Verify to find the damaged one)");
-    }
-    return failed;
-  }
+  if (!s.ok()) return OpenFailed(s, where);
   db_.reset(raw);
   vanished_cfs_ = std::move(unopenable);
-  rocksdb::DB* db = raw;
+  AdoptHandles(handles);
+  return Status::OK();
+}
+
+Status StoreImpl::OpenFailed(const rocksdb::Status& s,
+                             const std::string& where) const {
+  if (const LockHolder holder = LockHolderOf(s, path_);
+      holder != LockHolder::kNone) {
+    const bool same_process = holder == LockHolder::kThisProcess;
+    return Status::Busy(
+        where +
+        (same_process ? " is already open read-write in this process"
+                      : " is locked by another process") +
+        " (RocksDB's LOCK file is held; only one process may open a store "
+        "read-write; open it with read_only = true to load or inspect)");
+  }
+  Status failed = FromRocksDB(s, "cannot open " + where);
+  if (failed.IsCorruption() && !options_.read_only) {
+    return Status::Corruption(
+        failed.message() +
+        " (open it with read_only = true to load the other checkpoints, "
+        "and Verify to find the damaged one)");
+  }
+  return failed;
+}
+
+void StoreImpl::AdoptHandles(
+    const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+  rocksdb::DB* db = db_.get();
   for (rocksdb::ColumnFamilyHandle* h : handles) {
     if (h->GetName() == rocksdb::kDefaultColumnFamilyName) {
       default_cf_ = h;
@@ -397,7 +420,6 @@ Status StoreImpl::OpenDB() {
           db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
         });
   }
-  return Status::OK();
 }
 
 Status StoreImpl::NeedDB(std::string_view what) const {

@@ -161,13 +161,9 @@ Status StoreImpl::CheckIngestedKeyRanges(
       "the keys written into them (a read error while it scanned them)");
 }
 
-Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
+Result<std::string> StoreImpl::ReplacedColumnFamilyLocked(
+    const CommitRequest& req, const std::string& ctx) {
   const std::string& id = req.checkpoint_id;
-  const std::string ctx = "commit of checkpoint " + Quote(id);
-  ROCKSDCP_RETURN_IF_ERROR(NeedDB(ctx));
-  std::lock_guard<std::mutex> lock(mu_);
-  ROCKSDCP_RETURN_IF_ERROR(CheckWritableLocked(ctx));
-
   std::string old_value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
                                keys::CatalogKey(id), &old_value);
@@ -189,10 +185,14 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
                            ": it was deleted or changed meanwhile; "
                            "nothing was committed");
   }
+  return old_cf;
+}
 
-  // An incremental save's references: what it references must still be
-  // there, as the save's pin on its base keeps it.
-  for (const std::string& ref : req.info.referenced_column_families) {
+Status StoreImpl::CheckReferencesLocked(const CheckpointInfo& info,
+                                        const std::string& ctx) const {
+  // What an incremental save references must still be there, as the
+  // save's pin on its base keeps it.
+  for (const std::string& ref : info.referenced_column_families) {
     if (cfs_.count(ref) == 0 || pinned_cfs_.count(ref) == 0) {
       return Status::FailedPrecondition(
           ctx + ": it references column family " + Quote(ref) + ", which is " +
@@ -201,10 +201,13 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
           "; nothing was committed");
     }
   }
+  return Status::OK();
+}
 
-  const std::string cf_name = FreshColumnFamilyName(id);
+Result<rocksdb::ColumnFamilyHandle*> StoreImpl::CreateColumnFamilyLocked(
+    const std::string& cf_name, const std::string& ctx) {
   rocksdb::ColumnFamilyHandle* raw = nullptr;
-  s = db_->CreateColumnFamily(
+  rocksdb::Status s = db_->CreateColumnFamily(
       rocksdb::ColumnFamilyOptions(CheckpointColumnFamilyOptions(block_cache_)),
       cf_name, &raw);
   rocksdb::DB* db = db_.get();
@@ -225,29 +228,48 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
     return FailedMetadataWriteLocked(s, ctx + ": creating column family",
                                      cf_name);
   }
-  if (commit_hook_) commit_hook_("after_create_cf");
+  return raw;
+}
 
+Status StoreImpl::IngestLocked(rocksdb::ColumnFamilyHandle* cf,
+                               const CommitRequest& req,
+                               const std::string& ctx) {
+  const std::string what = ctx + ": ingesting " +
+                           std::to_string(req.files.size()) +
+                           " staging file(s)";
+  rocksdb::IngestExternalFileArg arg;
+  arg.column_family = cf;
+  arg.external_files = req.files;
+  arg.options.move_files = true;
+  arg.options.failed_move_fall_back_to_copy = true;
+  arg.options.verify_checksums_before_ingest = false;
+  // A copy: dropping the column family destroys its handle.
+  const std::string cf_name = cf->GetName();
+  rocksdb::Status s = db_->IngestExternalFiles({arg});
+  if (!s.ok()) return FailedMetadataWriteLocked(s, what, cf_name);
+  if (Status st = CheckIngestedKeyRanges(cf, req.key_ranges); !st.ok()) {
+    DropColumnFamilyLocked(cf_name).IgnoreError();  // Else GC's.
+    return st.WithContext(what);
+  }
+  return Status::OK();
+}
+
+Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
+  const std::string& id = req.checkpoint_id;
+  const std::string ctx = "commit of checkpoint " + Quote(id);
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB(ctx));
+  std::lock_guard<std::mutex> lock(mu_);
+  ROCKSDCP_RETURN_IF_ERROR(CheckWritableLocked(ctx));
+
+  ROCKSDCP_ASSIGN_OR_RETURN(const std::string old_cf,
+                            ReplacedColumnFamilyLocked(req, ctx));
+  ROCKSDCP_RETURN_IF_ERROR(CheckReferencesLocked(req.info, ctx));
+  const std::string cf_name = FreshColumnFamilyName(id);
+  ROCKSDCP_ASSIGN_OR_RETURN(rocksdb::ColumnFamilyHandle * raw,
+                            CreateColumnFamilyLocked(cf_name, ctx));
+  if (commit_hook_) commit_hook_("after_create_cf");
   if (!req.files.empty()) {
-    rocksdb::IngestExternalFileArg arg;
-    arg.column_family = raw;
-    arg.external_files = req.files;
-    arg.options.move_files = true;
-    arg.options.failed_move_fall_back_to_copy = true;
-    arg.options.verify_checksums_before_ingest = false;
-    s = db_->IngestExternalFiles({arg});
-    if (!s.ok()) {
-      return FailedMetadataWriteLocked(s,
-                                       ctx + ": ingesting " +
-                                           std::to_string(req.files.size()) +
-                                           " staging file(s)",
-                                       cf_name);
-    }
-    if (Status st = CheckIngestedKeyRanges(raw, req.key_ranges); !st.ok()) {
-      DropColumnFamilyLocked(cf_name).IgnoreError();  // Else GC's.
-      return st.WithContext(ctx + ": ingesting " +
-                            std::to_string(req.files.size()) +
-                            " staging file(s)");
-    }
+    ROCKSDCP_RETURN_IF_ERROR(IngestLocked(raw, req, ctx));
   }
   if (commit_hook_) commit_hook_("after_ingest");
 
@@ -257,7 +279,8 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
   info.state = CheckpointState::kCommitted;
   if (info.created_unix_micros == 0) info.created_unix_micros = NowUnixMicros();
 
-  s = WriteMetadataAndEntryLocked(raw, req.metadata_value, info, req.batch);
+  rocksdb::Status s =
+      WriteMetadataAndEntryLocked(raw, req.metadata_value, info, req.batch);
   if (!s.ok()) {
     // The batch may be durable all the same (its WAL record written, the
     // sync failed): then the next open commits it. So its column family

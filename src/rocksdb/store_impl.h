@@ -211,6 +211,16 @@ class StoreImpl final : public Store {
             std::shared_ptr<rocksdb::FileSystem> fs);
 
   Status OpenDB();
+  // Whether the store exists; creates its directory (if it may) and the
+  // staging directory (read-write opens). `where` names the store.
+  Result<bool> PrepareDirectories(const std::string& where);
+  // The DB's options, as StoreOptions say; makes the block cache.
+  rocksdb::DBOptions MakeDBOptions();
+  // What a failed open of the DB with `s` tells the user: Busy for a lock
+  // that another opener holds, Corruption with what to do next.
+  Status OpenFailed(const rocksdb::Status& s, const std::string& where) const;
+  // Takes over the column family handles of the opened DB.
+  void AdoptHandles(const std::vector<rocksdb::ColumnFamilyHandle*>& handles);
   std::string FreshColumnFamilyName(const std::string& id) const;
   // True if a writer's staging directory for `id` exists (a save that was
   // begun, maybe by a process that died).
@@ -241,6 +251,23 @@ class StoreImpl final : public Store {
                                    const std::string& context,
                                    const std::string& cf_name);
   Status CheckWritableLocked(std::string_view what) const;
+  // Commit's steps; `ctx` names the commit in their errors.
+  // The column family of the committed checkpoint that `req` replaces
+  // ("" if none, or its entry is unreadable); AlreadyExists if it may not,
+  // Aborted if it is not the one `req` was prepared to replace.
+  Result<std::string> ReplacedColumnFamilyLocked(const CommitRequest& req,
+                                                 const std::string& ctx);
+  // FailedPrecondition unless every column family `info` references is
+  // there and pinned by the save.
+  Status CheckReferencesLocked(const CheckpointInfo& info,
+                               const std::string& ctx) const;
+  // Creates column family `cf_name`, which is then the store's (or taken,
+  // if RocksDB failed half-way).
+  Result<rocksdb::ColumnFamilyHandle*> CreateColumnFamilyLocked(
+      const std::string& cf_name, const std::string& ctx);
+  // Ingests req.files into `cf`, moving them, and checks their key ranges.
+  Status IngestLocked(rocksdb::ColumnFamilyHandle* cf, const CommitRequest& req,
+                      const std::string& ctx);
   // A checkpoint's commit: its metadata value in column family `cf` and
   // its catalog entry `info`, in one synced WriteBatch: `batch`, cleared
   // first, or a fresh one if null.

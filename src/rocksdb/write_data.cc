@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <mutex>
@@ -108,6 +109,188 @@ rocksdb::Options StagingFileOptions(const rocksdb::Options& base,
   return options;
 }
 
+// One run's staging files, <stem><n>.sst for n = 0, 1, ..., written one
+// after another. Its errors leave the context (the save, the item) to its
+// callers.
+class StagingFiles {
+ public:
+  // Appends each file's path to *paths as it creates it.
+  StagingFiles(std::string stem, const rocksdb::EnvOptions& env_options,
+               rocksdb::Options options, std::vector<std::string>* paths)
+      : stem_(std::move(stem)),
+        env_options_(env_options),
+        options_(std::move(options)),
+        paths_(paths) {}
+
+  // Whether the next item starts a new file: none is open, or the open one
+  // holds `target_bytes` already.
+  bool Full(uint64_t target_bytes) const {
+    return !sst_ || bytes_ >= target_bytes;
+  }
+
+  // Finishes the open file, if any, and opens the next.
+  Status Next() {
+    ROCKSDCP_RETURN_IF_ERROR(Close());
+    path_ = stem_ + std::to_string(next_number_++) + ".sst";
+    paths_->push_back(path_);
+    sst_ = std::make_unique<rocksdb::SstFileWriter>(env_options_, options_);
+    bytes_ = 0;
+    return FromRocksDB(sst_->Open(path_), "opening staging file " + path_);
+  }
+
+  // Finishes (and syncs) the open file, if any.
+  Status Close() {
+    if (!sst_) return Status::OK();
+    rocksdb::Status s = sst_->Finish();
+    sst_.reset();
+    return FromRocksDB(s, "finishing staging file " + path_);
+  }
+
+  // REQUIRES: a file is open.
+  rocksdb::Status Put(const std::string& key, std::string_view value) {
+    bytes_ += value.size();
+    return sst_->Put(key, rocksdb::Slice(value.data(), value.size()));
+  }
+
+  // The open (or last) file.
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::string stem_;
+  const rocksdb::EnvOptions env_options_;
+  const rocksdb::Options options_;
+  std::vector<std::string>* const paths_;
+  std::unique_ptr<rocksdb::SstFileWriter> sst_;
+  std::string path_;
+  uint64_t bytes_ = 0;
+  int next_number_ = 0;
+};
+
+}  // namespace
+
+// What the planner resolved an item to, cut into pieces.
+struct RocksDBStorageWriterImpl::Payload {
+  // The item's kind, dtype, chunk and number of pieces; WritePiece sets
+  // the rest for each piece.
+  format::PieceHeader header;
+  const TensorView* view = nullptr;  // A tensor item's.
+  std::string_view bytes;            // A byte item's.
+  uint64_t total = 0;
+  uint64_t piece_bytes = 0;
+
+  // The payload from `offset` on, in place, where the state dict holds it
+  // contiguously; otherwise nullptr.
+  const uint8_t* InPlace(uint64_t offset) const {
+    if (view == nullptr) {
+      return reinterpret_cast<const uint8_t*>(bytes.data()) + offset;
+    }
+    if (!view->IsContiguous()) return nullptr;
+    return static_cast<const uint8_t*>(view->data) + offset;
+  }
+
+  // Copies the payload of `piece` into `dst`, through the view's strides.
+  void Copy(const format::PieceHeader& piece, uint8_t* dst) const {
+    if (view != nullptr) {
+      const uint64_t elem = DTypeSize(view->dtype);
+      util::GatherElements(*view, piece.byte_offset / elem,
+                           piece.byte_length / elem, dst);
+    } else if (piece.byte_length > 0) {
+      std::memcpy(dst, bytes.data() + piece.byte_offset, piece.byte_length);
+    }
+  }
+};
+
+namespace {
+
+// Checks what the planner resolved `item` to against the plan, and cuts it
+// into pieces of at most `max_piece_bytes`, a tensor's on element
+// boundaries, so that a reader can copy whole elements out of each. The
+// payload points into `resolved`. Errors leave the context to the caller.
+Result<RocksDBStorageWriterImpl::Payload> CutIntoPieces(
+    const WriteItem& item, const ResolvedData& resolved,
+    uint64_t max_piece_bytes) {
+  RocksDBStorageWriterImpl::Payload payload;
+  format::PieceHeader& header = payload.header;
+  payload.view = std::get_if<TensorView>(&resolved);
+  payload.piece_bytes = max_piece_bytes;
+  if (item.type == WriteItemType::kByteIO) {
+    if (payload.view != nullptr) {
+      return Status::InvalidArgument(
+          "planner resolved a byte item to a tensor");
+    }
+    payload.bytes = std::get<std::string_view>(resolved);
+    payload.total = payload.bytes.size();
+    header.kind = format::ItemKind::kBytes;
+  } else {
+    const TensorView* view = payload.view;
+    if (view == nullptr || !item.tensor_data) {
+      return Status::InvalidArgument("planner resolved a tensor item to bytes");
+    }
+    ROCKSDCP_RETURN_IF_ERROR(view->Validate(item.index.fqn));
+    const TensorWriteData& td = *item.tensor_data;
+    if (view->dtype != td.properties.dtype || view->sizes != td.chunk.sizes) {
+      return Status::InvalidArgument(
+          "planned " + std::string(DTypeName(td.properties.dtype)) +
+          util::ShapeString(td.chunk.sizes) + " but the state dict holds " +
+          std::string(DTypeName(view->dtype)) + util::ShapeString(view->sizes));
+    }
+    const uint64_t elem = DTypeSize(view->dtype);
+    payload.total = view->nbytes();
+    payload.piece_bytes =
+        std::max<uint64_t>(elem, max_piece_bytes - max_piece_bytes % elem);
+    header.kind = format::ItemKind::kTensor;
+    header.dtype = view->dtype;
+    header.chunk_offsets = td.chunk.offsets;
+    header.chunk_sizes = td.chunk.sizes;
+  }
+  const uint64_t num_pieces =
+      payload.total == 0
+          ? 1
+          : (payload.total + payload.piece_bytes - 1) / payload.piece_bytes;
+  if (num_pieces > UINT32_MAX) {
+    return Status::InvalidArgument("needs more than 2^32 pieces");
+  }
+  header.num_pieces = static_cast<uint32_t>(num_pieces);
+  return payload;
+}
+
+// In an incremental save, the base's storage info of the item at `index`
+// if the base cut it into the same pieces as `payload`: then a piece that
+// hashes as the base's is a reference to it. Otherwise nullptr.
+const format::StorageInfo* SameCutInBase(
+    const std::map<MetadataIndex, format::StorageInfo>& base,
+    const MetadataIndex& index,
+    const RocksDBStorageWriterImpl::Payload& payload) {
+  auto b = base.find(index);
+  if (b == base.end()) return nullptr;
+  const format::StorageInfo& info = b->second;
+  const uint32_t n = payload.header.num_pieces;
+  return info.kind == payload.header.kind && info.length == payload.total &&
+                 info.piece_bytes == payload.piece_bytes &&
+                 info.num_pieces == n && info.piece_hashes.size() == n &&
+                 info.piece_sources.size() == n
+             ? &info
+             : nullptr;
+}
+
+// Records piece `p` of *info as the base's piece, naming the base's source
+// in info->sources, and returns the reference value to store for it.
+std::string ReferToBase(const format::StorageInfo& base, uint32_t p,
+                        const std::string& key, uint64_t byte_length,
+                        format::StorageInfo* info) {
+  const std::string& name = base.sources[base.piece_sources[p] - 1];
+  auto at = std::find(info->sources.begin(), info->sources.end(), name);
+  if (at == info->sources.end()) {
+    at = info->sources.insert(info->sources.end(), name);
+  }
+  info->piece_sources[p] =
+      static_cast<uint32_t>(at - info->sources.begin()) + 1;
+  // The base's piece may be compressed.
+  info->compressed |= base.compressed;
+  return format::EncodePieceRef(
+      {name, key, byte_length, info->piece_hashes[p]});
+}
+
 }  // namespace
 
 // One item of the plan, in key order.
@@ -140,6 +323,15 @@ struct RocksDBStorageWriterImpl::Job {
   std::mutex mu;  // Guards error and progress.
   Status error;
   Progress progress;
+
+  // Records the first failure of any thread, and returns `s`: later ones
+  // are consequences or coincidences, and the first names the item that
+  // failed.
+  Status Fail(Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failed.exchange(true)) error = s;
+    return s;
+  }
 };
 
 uint64_t RocksDBStorageWriterImpl::ThreadMemory(
@@ -273,12 +465,8 @@ void RocksDBStorageWriterImpl::ReturnEncoder(
   encoders_.push_back(std::move(encoder));
 }
 
-Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
-    const SavePlan& plan, SavePlanner& planner) {
-  if (!set_up_) {
-    return Status::FailedPrecondition(
-        "WriteData called before SetUpStorageWriter");
-  }
+Result<std::vector<RocksDBStorageWriterImpl::Planned>>
+RocksDBStorageWriterImpl::KeyOrder(const SavePlan& plan) const {
   // SST files need their keys in order; each item's pieces are contiguous
   // in key order because '#' ends every item's key prefix.
   std::vector<Planned> order;
@@ -297,6 +485,61 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
                                      " twice");
     }
   }
+  return order;
+}
+
+Status RocksDBStorageWriterImpl::SetUpJob(const SavePlan& plan,
+                                          format::RankPlan rank_plan,
+                                          Job* job) const {
+  job->progress.items_total = plan.items.size();
+  for (const WriteItem& item : plan.items) {
+    job->progress.bytes_total += item.TensorStorageSize();
+  }
+  job->prefix = std::move(rank_plan.file_prefix);
+  job->base = std::move(rank_plan.base_items);
+  if (job->prefix.empty()) job->prefix = "rank" + std::to_string(rank_);
+  if (job->prefix.find('/') != std::string::npos || job->prefix == "..") {
+    return Status::InvalidArgument(Where() + ": the plan's file prefix " +
+                                   Quote(job->prefix) + " is not a file name");
+  }
+  job->sst_options = CheckpointColumnFamilyOptions();
+  job->sst_options.env = store_->env();
+  job->env_options.use_direct_writes = options_.use_direct_writes;
+  job->env_options.bytes_per_sync = options_.bytes_per_sync;
+  if (Adaptive()) {
+    // Write-behind that waits when the disk falls behind: the waits the
+    // governor of each thread measures.
+    job->env_options.strict_bytes_per_sync = true;
+    if (job->env_options.bytes_per_sync == 0) {
+      job->env_options.bytes_per_sync = kAdaptiveSyncBytes;
+    }
+  }
+  job->env_options.writable_file_max_buffer_size =
+      static_cast<size_t>(options_.writable_file_max_buffer_size);
+  return Status::OK();
+}
+
+std::vector<size_t> RocksDBStorageWriterImpl::SplitIntoRuns(
+    const std::vector<Planned>& order) const {
+  // Runs of consecutive keys, balanced by bytes plus a per-piece cost, so
+  // that many small items spread as evenly as a few large ones.
+  std::vector<uint64_t> weights(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const uint64_t pieces =
+        std::max<uint64_t>(1, (order[i].bytes + options_.max_piece_bytes - 1) /
+                                  options_.max_piece_bytes);
+    weights[i] = order[i].bytes + pieces * kPieceCost;
+  }
+  return util::SplitByWeight(weights, ThreadCount(order));
+}
+
+Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
+    const SavePlan& plan, SavePlanner& planner) {
+  if (!set_up_) {
+    return Status::FailedPrecondition(
+        "WriteData called before SetUpStorageWriter");
+  }
+  ROCKSDCP_ASSIGN_OR_RETURN(const std::vector<Planned> order, KeyOrder(plan));
   format::RankPlan rank_plan;
   if (format::IsRankPlan(plan.storage_data)) {
     auto decoded = format::DecodeRankPlan(plan.storage_data);
@@ -315,44 +558,9 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   }
 
   Job job(planner, order);
-  job.progress.items_total = plan.items.size();
-  for (const WriteItem& item : plan.items) {
-    job.progress.bytes_total += item.TensorStorageSize();
-  }
-  job.prefix = std::move(rank_plan.file_prefix);
-  job.base = std::move(rank_plan.base_items);
-  if (job.prefix.empty()) job.prefix = "rank" + std::to_string(rank_);
-  if (job.prefix.find('/') != std::string::npos || job.prefix == "..") {
-    return Status::InvalidArgument(Where() + ": the plan's file prefix " +
-                                   Quote(job.prefix) + " is not a file name");
-  }
-  job.sst_options = CheckpointColumnFamilyOptions();
-  job.sst_options.env = store_->env();
-  job.env_options.use_direct_writes = options_.use_direct_writes;
-  job.env_options.bytes_per_sync = options_.bytes_per_sync;
-  if (Adaptive()) {
-    // Write-behind that waits when the disk falls behind: the waits the
-    // governor of each thread measures.
-    job.env_options.strict_bytes_per_sync = true;
-    if (job.env_options.bytes_per_sync == 0) {
-      job.env_options.bytes_per_sync = kAdaptiveSyncBytes;
-    }
-  }
-  job.env_options.writable_file_max_buffer_size =
-      static_cast<size_t>(options_.writable_file_max_buffer_size);
-
-  // Runs of consecutive keys, balanced by bytes plus a per-piece cost, so
-  // that many small items spread as evenly as a few large ones.
-  const size_t runs = ThreadCount(order);
-  std::vector<uint64_t> weights(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    const uint64_t pieces =
-        std::max<uint64_t>(1, (order[i].bytes + options_.max_piece_bytes - 1) /
-                                  options_.max_piece_bytes);
-    weights[i] = order[i].bytes + pieces * kPieceCost;
-  }
-  const std::vector<size_t> bounds = util::SplitByWeight(weights, runs);
-
+  ROCKSDCP_RETURN_IF_ERROR(SetUpJob(plan, std::move(rank_plan), &job));
+  const std::vector<size_t> bounds = SplitIntoRuns(order);
+  const size_t runs = bounds.size() - 1;
   std::vector<std::vector<std::string>> files(runs);
   // Each run records its failure in `job`; nothing may leave a writer
   // thread, so running out of memory is recorded too.
@@ -361,12 +569,11 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
     try {
       WriteRun(&job, r, bounds[r], bounds[r + 1], &files[r], &at).IgnoreError();
     } catch (const std::bad_alloc&) {
-      std::lock_guard<std::mutex> lock(job.mu);
-      if (!job.failed.exchange(true)) {
-        job.error = Status::ResourceExhausted(
-            Where() + ", item " + Quote(job.order[at].item->index.ToString()) +
-            ": out of memory writing it");
-      }
+      job.Fail(Status::ResourceExhausted(
+                   Where() + ", item " +
+                   Quote(job.order[at].item->index.ToString()) +
+                   ": out of memory writing it"))
+          .IgnoreError();
     }
   };
   util::RunOnThreads(runs, write_run);
@@ -388,17 +595,20 @@ Result<std::vector<WriteResult>> RocksDBStorageWriterImpl::WriteDataSync(
   return std::move(job.results);
 }
 
+// What one WriteRun keeps from item to item.
+struct RocksDBStorageWriterImpl::Run {
+  StagingFiles files;
+  // With kWhenDiskBound: the clock of the run's waits for the disk.
+  DiskBoundCompression* disk_bound;
+  std::unique_ptr<format::PieceEncoder> encoder;
+  // The current item's piece hashes and sources; reused across items.
+  format::StorageInfo info;
+};
+
 Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
                                           size_t end,
                                           std::vector<std::string>* files,
                                           size_t* at) {
-  // Records the first failure of any thread; later ones are consequences
-  // or coincidences, and the first names the item that failed.
-  auto fail = [job](Status s) {
-    std::lock_guard<std::mutex> lock(job->mu);
-    if (!job->failed.exchange(true)) job->error = s;
-    return s;
-  };
   // The largest piece of the run, as planned (a byte item's size is known
   // only once resolved; a larger one still works, through RocksDB's
   // growing buffer).
@@ -417,34 +627,15 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
                        kSyncsPerWindow * job->env_options.bytes_per_sync);
     file_options.env = disk_bound->env();
   }
-  std::unique_ptr<rocksdb::SstFileWriter> sst;
-  std::string file_path;
-  uint64_t file_bytes = 0;
-  int file_number = 0;
+  Run state{StagingFiles((fs::path(staging_dir_) /
+                          (job->prefix + "-" + std::to_string(run) + "-"))
+                             .string(),
+                         job->env_options, std::move(file_options), files),
+            disk_bound ? &*disk_bound : nullptr,
+            nullptr,
+            {}};
 
-  // These two leave the context (the save, the item) to their callers.
-  auto close_file = [&]() -> Status {
-    if (!sst) return Status::OK();
-    rocksdb::Status s = sst->Finish();  // Syncs the file.
-    sst.reset();
-    return FromRocksDB(s, "finishing staging file " + file_path);
-  };
-  auto open_file = [&]() -> Status {
-    ROCKSDCP_RETURN_IF_ERROR(close_file());
-    file_path = (fs::path(staging_dir_) /
-                 (job->prefix + "-" + std::to_string(run) + "-" +
-                  std::to_string(file_number++) + ".sst"))
-                    .string();
-    files->push_back(file_path);
-    sst = std::make_unique<rocksdb::SstFileWriter>(job->env_options,
-                                                   file_options);
-    file_bytes = 0;
-    return FromRocksDB(sst->Open(file_path),
-                       "opening staging file " + file_path);
-  };
-
-  std::unique_ptr<format::PieceEncoder> encoder;
-  if (options_.reuse_buffers) encoder = TakeEncoder();
+  if (options_.reuse_buffers) state.encoder = TakeEncoder();
   struct GiveBack {
     RocksDBStorageWriterImpl* self;
     std::unique_ptr<format::PieceEncoder>* encoder;
@@ -454,201 +645,137 @@ Status RocksDBStorageWriterImpl::WriteRun(Job* job, size_t run, size_t begin,
         self->ReturnEncoder(std::move(*encoder));
       }
     }
-  } give_back{this, &encoder};
+  } give_back{this, &state.encoder};
 
-  // Each item's piece hashes, for its storage info; reused across items.
-  format::StorageInfo info;
   for (size_t i = begin; i < end; ++i) {
     *at = i;
     if (job->failed.load(std::memory_order_relaxed)) {
       return Status::Aborted("another writer thread failed");
     }
-    const WriteItem& item = *job->order[i].item;
-    auto what = [&] {
-      return Where() + ", item " + Quote(item.index.ToString());
-    };
-    auto resolved = job->planner.ResolveData(item);
-    if (!resolved.ok()) return fail(resolved.status().WithContext(what()));
-    // Once the item is written (every piece copied into the SST builder),
-    // or has failed, the planner may reuse its memory.
-    struct Release {
-      SavePlanner& planner;
-      const WriteItem& item;
-      ~Release() { planner.ReleaseData(item); }
-    } release{job->planner, item};
-
-    format::PieceHeader header;
-    const TensorView* view = std::get_if<TensorView>(&*resolved);
-    std::string_view bytes;
-    uint64_t total = 0;
-    uint64_t piece_bytes = options_.max_piece_bytes;
-    if (item.type == WriteItemType::kByteIO) {
-      if (view != nullptr) {
-        return fail(Status::InvalidArgument(
-            what() + ": planner resolved a byte item to a tensor"));
-      }
-      bytes = std::get<std::string_view>(*resolved);
-      total = bytes.size();
-      header.kind = format::ItemKind::kBytes;
-    } else {
-      if (view == nullptr || !item.tensor_data) {
-        return fail(Status::InvalidArgument(
-            what() + ": planner resolved a tensor item to bytes"));
-      }
-      if (Status s = view->Validate(item.index.fqn); !s.ok()) {
-        return fail(s.WithContext(what()));
-      }
-      const TensorWriteData& td = *item.tensor_data;
-      if (view->dtype != td.properties.dtype || view->sizes != td.chunk.sizes) {
-        return fail(Status::InvalidArgument(
-            what() + ": planned " +
-            std::string(DTypeName(td.properties.dtype)) +
-            util::ShapeString(td.chunk.sizes) + " but the state dict holds " +
-            std::string(DTypeName(view->dtype)) +
-            util::ShapeString(view->sizes)));
-      }
-      const uint64_t elem = DTypeSize(view->dtype);
-      total = view->nbytes();
-      // Pieces end on element boundaries, so a reader can copy whole
-      // elements out of each.
-      piece_bytes = std::max<uint64_t>(elem, piece_bytes - piece_bytes % elem);
-      header.kind = format::ItemKind::kTensor;
-      header.dtype = view->dtype;
-      header.chunk_offsets = td.chunk.offsets;
-      header.chunk_sizes = td.chunk.sizes;
-    }
-    const uint64_t num_pieces =
-        total == 0 ? 1 : (total + piece_bytes - 1) / piece_bytes;
-    if (num_pieces > UINT32_MAX) {
-      return fail(
-          Status::InvalidArgument(what() + ": needs more than 2^32 pieces"));
-    }
-    header.num_pieces = static_cast<uint32_t>(num_pieces);
-
-    // An item stays within one staging file, so its WriteResult can name it.
-    if (!sst || file_bytes >= options_.target_file_bytes) {
-      if (Status s = open_file(); !s.ok()) return fail(s.WithContext(what()));
-    }
-    info.piece_hashes.resize(header.num_pieces);
-    info.sources.clear();
-    info.piece_sources.clear();
-    info.compressed = false;
-    // In an incremental save, the base's item, if its pieces are cut as
-    // this one's: then a piece that hashes as the base's is a reference.
-    const format::StorageInfo* base = nullptr;
-    if (!job->base.empty()) {
-      auto b = job->base.find(item.index);
-      if (b != job->base.end() && b->second.kind == header.kind &&
-          b->second.length == total && b->second.piece_bytes == piece_bytes &&
-          b->second.num_pieces == header.num_pieces &&
-          b->second.piece_hashes.size() == header.num_pieces &&
-          b->second.piece_sources.size() == header.num_pieces) {
-        base = &b->second;
-        info.piece_sources.assign(header.num_pieces, 0);
-      }
-    }
-    // The payload of piece p in place, when the state dict holds it so.
-    auto payload_in_place = [&](uint64_t offset) -> const uint8_t* {
-      if (view == nullptr) {
-        return reinterpret_cast<const uint8_t*>(bytes.data()) + offset;
-      }
-      if (!view->IsContiguous()) return nullptr;
-      return static_cast<const uint8_t*>(view->data) + offset;
-    };
-    for (uint32_t p = 0; p < header.num_pieces; ++p) {
-      if (p > 0 && job->failed.load(std::memory_order_relaxed)) {
-        return Status::Aborted("another writer thread failed");
-      }
-      header.piece = p;
-      header.byte_offset = p * piece_bytes;
-      header.byte_length = std::min(piece_bytes, total - header.byte_offset);
-      const std::string key = keys::PieceKey(item.index, p);
-      std::string_view value;
-      std::string ref_value;
-      // Hashed in place before anything is copied: an unchanged piece is
-      // read once, and a changed one is hashed here rather than in Encode.
-      const uint8_t* in_place = base == nullptr || header.byte_length == 0
-                                    ? nullptr
-                                    : payload_in_place(header.byte_offset);
-      bool hashed = false;
-      if (in_place != nullptr) {
-        info.piece_hashes[p] = format::Xxh3_128(in_place, header.byte_length);
-        hashed = true;
-      }
-      if (!hashed || info.piece_hashes[p] != base->piece_hashes[p]) {
-        // Without reuse, a fresh encoder (and buffer) per piece: the cost
-        // that reuse_buffers exists to show.
-        if (!options_.reuse_buffers) {
-          encoder = NewEncoder();
-        }
-        value = encoder->Encode(
-            header, key,
-            [&](uint8_t* dst) {
-              if (view != nullptr) {
-                const uint64_t elem = DTypeSize(view->dtype);
-                util::GatherElements(*view, header.byte_offset / elem,
-                                     header.byte_length / elem, dst);
-              } else if (header.byte_length > 0) {
-                std::memcpy(dst, bytes.data() + header.byte_offset,
-                            header.byte_length);
-              }
-            },
-            hashed ? nullptr : &info.piece_hashes[p],
-            !disk_bound || disk_bound->compress());
-        info.compressed |= encoder->last_compressed();
-      }
-      if (base != nullptr && header.byte_length > 0 &&
-          info.piece_hashes[p] == base->piece_hashes[p]) {
-        // Identical to the base's piece: a reference to where it is.
-        const uint32_t src = base->piece_sources[p];
-        const std::string& name = base->sources[src - 1];
-        auto at = std::find(info.sources.begin(), info.sources.end(), name);
-        if (at == info.sources.end()) {
-          at = info.sources.insert(info.sources.end(), name);
-        }
-        info.piece_sources[p] =
-            static_cast<uint32_t>(at - info.sources.begin()) + 1;
-        // The base's piece may be compressed.
-        info.compressed |= base->compressed;
-        ref_value = format::EncodePieceRef(
-            {name, key, header.byte_length, info.piece_hashes[p]});
-        value = ref_value;
-      }
-      rocksdb::Status s =
-          sst->Put(key, rocksdb::Slice(value.data(), value.size()));
-      if (!s.ok()) {
-        return fail(FromRocksDB(s, what() + ": writing piece " +
-                                       std::to_string(p) + " to " + file_path));
-      }
-      file_bytes += value.size();
-      // A reference (an unchanged piece of an incremental save) is neither
-      // compressed nor written: only encoded pieces tell the governor
-      // what compressing costs and saves.
-      if (disk_bound && ref_value.empty()) {
-        disk_bound->Wrote(header.byte_length, value.size());
-      }
-      if (options_.progress) {
-        std::lock_guard<std::mutex> lock(job->mu);
-        job->progress.bytes_done += header.byte_length;
-        if (item.type == WriteItemType::kByteIO) {
-          job->progress.bytes_total += header.byte_length;
-        }
-        if (p + 1 == header.num_pieces) ++job->progress.items_done;
-        options_.progress(job->progress);
-      }
-    }
-    if (info.sources.empty()) info.piece_sources.clear();
-    if (!options_.reuse_buffers) encoder.reset();
-
-    info.kind = header.kind;
-    info.length = total;
-    info.num_pieces = header.num_pieces;
-    info.piece_bytes = piece_bytes;
-    info.file = file_path;
-    job->results[i] =
-        WriteResult{item.index, total, format::EncodeStorageInfo(info)};
+    ROCKSDCP_RETURN_IF_ERROR(WriteItemOfRun(job, &state, i));
   }
-  if (Status s = close_file(); !s.ok()) return fail(s.WithContext(Where()));
+  if (Status s = state.files.Close(); !s.ok()) {
+    return job->Fail(s.WithContext(Where()));
+  }
+  return Status::OK();
+}
+
+std::string RocksDBStorageWriterImpl::ItemWhere(const WriteItem& item) const {
+  return Where() + ", item " + Quote(item.index.ToString());
+}
+
+Status RocksDBStorageWriterImpl::WriteItemOfRun(Job* job, Run* run, size_t i) {
+  const WriteItem& item = *job->order[i].item;
+  auto resolved = job->planner.ResolveData(item);
+  if (!resolved.ok()) {
+    return job->Fail(resolved.status().WithContext(ItemWhere(item)));
+  }
+  // Once the item is written (every piece copied into the SST builder),
+  // or has failed, the planner may reuse its memory.
+  struct Release {
+    SavePlanner& planner;
+    const WriteItem& item;
+    ~Release() { planner.ReleaseData(item); }
+  } release{job->planner, item};
+
+  auto payload = CutIntoPieces(item, *resolved, options_.max_piece_bytes);
+  if (!payload.ok()) {
+    return job->Fail(payload.status().WithContext(ItemWhere(item)));
+  }
+  // An item stays within one staging file, so its WriteResult can name it.
+  if (run->files.Full(options_.target_file_bytes)) {
+    if (Status s = run->files.Next(); !s.ok()) {
+      return job->Fail(s.WithContext(ItemWhere(item)));
+    }
+  }
+  const uint32_t num_pieces = payload->header.num_pieces;
+  format::StorageInfo& info = run->info;
+  info.piece_hashes.resize(num_pieces);
+  info.sources.clear();
+  info.piece_sources.clear();
+  info.compressed = false;
+  const format::StorageInfo* base =
+      job->base.empty() ? nullptr
+                        : SameCutInBase(job->base, item.index, *payload);
+  if (base != nullptr) info.piece_sources.assign(num_pieces, 0);
+  for (uint32_t p = 0; p < num_pieces; ++p) {
+    if (p > 0 && job->failed.load(std::memory_order_relaxed)) {
+      return Status::Aborted("another writer thread failed");
+    }
+    ROCKSDCP_RETURN_IF_ERROR(WritePiece(job, run, item, &*payload, base, p));
+  }
+  if (info.sources.empty()) info.piece_sources.clear();
+  if (!options_.reuse_buffers) run->encoder.reset();
+
+  info.kind = payload->header.kind;
+  info.length = payload->total;
+  info.num_pieces = num_pieces;
+  info.piece_bytes = payload->piece_bytes;
+  info.file = run->files.path();
+  job->results[i] =
+      WriteResult{item.index, payload->total, format::EncodeStorageInfo(info)};
+  return Status::OK();
+}
+
+Status RocksDBStorageWriterImpl::WritePiece(Job* job, Run* run,
+                                            const WriteItem& item,
+                                            Payload* payload,
+                                            const format::StorageInfo* base,
+                                            uint32_t p) {
+  format::PieceHeader& header = payload->header;
+  format::StorageInfo& info = run->info;
+  header.piece = p;
+  header.byte_offset = p * payload->piece_bytes;
+  header.byte_length =
+      std::min(payload->piece_bytes, payload->total - header.byte_offset);
+  const std::string key = keys::PieceKey(item.index, p);
+  std::string_view value;
+  std::string ref_value;
+  // Hashed in place before anything is copied: an unchanged piece is read
+  // once, and a changed one is hashed here rather than in Encode.
+  const uint8_t* in_place = base == nullptr || header.byte_length == 0
+                                ? nullptr
+                                : payload->InPlace(header.byte_offset);
+  const bool hashed = in_place != nullptr;
+  if (hashed) {
+    info.piece_hashes[p] = format::Xxh3_128(in_place, header.byte_length);
+  }
+  if (!hashed || info.piece_hashes[p] != base->piece_hashes[p]) {
+    // Without reuse, a fresh encoder (and buffer) per piece: the cost that
+    // reuse_buffers exists to show.
+    if (!options_.reuse_buffers) run->encoder = NewEncoder();
+    value = run->encoder->Encode(
+        header, key, [&](uint8_t* dst) { payload->Copy(header, dst); },
+        hashed ? nullptr : &info.piece_hashes[p],
+        run->disk_bound == nullptr || run->disk_bound->compress());
+    info.compressed |= run->encoder->last_compressed();
+  }
+  if (base != nullptr && header.byte_length > 0 &&
+      info.piece_hashes[p] == base->piece_hashes[p]) {
+    // Identical to the base's piece: a reference to where it is.
+    ref_value = ReferToBase(*base, p, key, header.byte_length, &info);
+    value = ref_value;
+  }
+  if (rocksdb::Status s = run->files.Put(key, value); !s.ok()) {
+    return job->Fail(FromRocksDB(s, ItemWhere(item) + ": writing piece " +
+                                        std::to_string(p) + " to " +
+                                        run->files.path()));
+  }
+  // A reference (an unchanged piece of an incremental save) is neither
+  // compressed nor written: only encoded pieces tell the governor what
+  // compressing costs and saves.
+  if (run->disk_bound != nullptr && ref_value.empty()) {
+    run->disk_bound->Wrote(header.byte_length, value.size());
+  }
+  if (options_.progress) {
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->progress.bytes_done += header.byte_length;
+    if (item.type == WriteItemType::kByteIO) {
+      job->progress.bytes_total += header.byte_length;
+    }
+    if (p + 1 == header.num_pieces) ++job->progress.items_done;
+    options_.progress(job->progress);
+  }
   return Status::OK();
 }
 

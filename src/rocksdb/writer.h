@@ -57,12 +57,27 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
                 const std::vector<std::vector<WriteResult>>& results) override;
   std::optional<StorageMeta> GetStorageMeta() override;
 
+ public:
+  // What the planner resolved an item to, cut into pieces (write_data.cc).
+  struct Payload;
+
  private:
   struct Job;
   struct Planned;
+  struct Run;
 
   Result<std::vector<WriteResult>> WriteDataSync(const SavePlan& plan,
                                                  SavePlanner& planner);
+  // WriteDataSync's steps. The items of `plan` in key order;
+  // InvalidArgument if it holds an item twice.
+  Result<std::vector<Planned>> KeyOrder(const SavePlan& plan) const;
+  // Fills in what the threads of one WriteData share: the progress totals,
+  // the staging files' names and options, an incremental save's base.
+  Status SetUpJob(const SavePlan& plan, format::RankPlan rank_plan,
+                  Job* job) const;
+  // The bounds of the runs `order` is written in, one thread each:
+  // run r is [bounds[r], bounds[r + 1]).
+  std::vector<size_t> SplitIntoRuns(const std::vector<Planned>& order) const;
   // How many threads write `order`: write_threads (or the machine's), at
   // most one per item (or per 32 MiB when automatic), and no more than fit
   // memory_budget.
@@ -73,6 +88,15 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   // that a caller who catches what escapes (std::bad_alloc) can name it.
   Status WriteRun(Job* job, size_t run, size_t begin, size_t end,
                   std::vector<std::string>* files, size_t* at);
+  // Resolves item job->order[i], writes its pieces into the run's staging
+  // file, and fills job->results[i].
+  Status WriteItemOfRun(Job* job, Run* run, size_t i);
+  // Writes piece `p` of `item`: encoded, or, identical to the piece of
+  // `base` (an incremental save's, cut alike; or nullptr), a reference.
+  Status WritePiece(Job* job, Run* run, const WriteItem& item, Payload* payload,
+                    const format::StorageInfo* base, uint32_t p);
+  // Where(), and the item.
+  std::string ItemWhere(const WriteItem& item) const;
   // Whether pieces are compressed only while the disk bounds the save.
   bool Adaptive() const {
     return options_.compression != Compression::kNone &&
