@@ -9,7 +9,6 @@
 #include <iostream>
 #include <regex>
 #include <system_error>
-#include <thread>
 #include <vector>
 
 namespace rocksdcp::testing {
@@ -70,16 +69,6 @@ OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes) {
     return ::testing::AssertionFailure() << "bytes differ at offset " << i;
   }
   return ::testing::AssertionSuccess();
-}
-
-void RunRanks(int world_size, int coordinator,
-              const std::function<void(int, Collective&)>& body) {
-  auto group = ThreadCollective::Group(world_size, coordinator);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] { body(r, *group[r]); });
-  }
-  for (auto& t : threads) t.join();
 }
 
 std::map<std::string, ErrorDocRow> ReadErrorDoc(

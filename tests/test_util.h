@@ -21,6 +21,7 @@
 #include "rocksdcp/collective.h"
 #include "rocksdcp/status.h"
 #include "rocksdcp/tensor.h"
+#include "rocksdcp/testing/ranks.h"
 #include "rocksdcp/testing/status_matchers.h"
 #include "rocksdcp/testing/tensors.h"
 #include "util/ready_future.h"
@@ -56,11 +57,6 @@ std::string RandomBytes(size_t n, uint64_t seed);
 
 // Equal dtype, sizes and elements (through both views' strides).
 ::testing::AssertionResult SameTensor(const TensorView& a, const TensorView& b);
-
-// Runs `body(rank, collective)` on one thread per rank of a fresh
-// ThreadCollective group of `world_size`, and joins them.
-void RunRanks(int world_size, int coordinator,
-              const std::function<void(int, Collective&)>& body);
 
 // One row of docs/errors.md's tables: | `name` | situation | Code | `message` |
 struct ErrorDocRow {

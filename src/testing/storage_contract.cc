@@ -19,13 +19,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "rocksdcp/checkpoint.h"
 #include "rocksdcp/collective.h"
 #include "rocksdcp/planner.h"
+#include "rocksdcp/testing/ranks.h"
 #include "rocksdcp/testing/status_matchers.h"
 #include "rocksdcp/testing/tensors.h"
 
@@ -34,18 +34,6 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-// Runs `body(rank, collective)` on one thread per rank of a ThreadCollective
-// group of `world_size` (rank 0 coordinates), and joins them.
-void OnRanks(int world_size,
-             const std::function<void(int, Collective&)>& body) {
-  auto group = ThreadCollective::Group(world_size, /*coordinator=*/0);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] { body(r, *group[r]); });
-  }
-  for (auto& t : threads) t.join();
-}
 
 // Records the final plan's items and how often the storage released each.
 class RecordingPlanner final : public DefaultSavePlanner {
@@ -634,7 +622,7 @@ void StorageContractTest::RanksSaveShardsThatLoadOnAnotherWorldSize() {
   }
   std::vector<Status> saved(3);
   std::vector<Metadata> committed(3);
-  OnRanks(3, [&](int rank, Collective& collective) {
+  RunRanks(3, /*coordinator=*/0, [&](int rank, Collective& collective) {
     StateDict sd{
         {"w", ShardedTensor{DType::kFloat32,
                             {6, 4},
@@ -672,7 +660,7 @@ void StorageContractTest::RanksSaveShardsThatLoadOnAnotherWorldSize() {
         {"step", std::string()}};
   }
   std::vector<Status> loaded(2);
-  OnRanks(2, [&](int rank, Collective& collective) {
+  RunRanks(2, /*coordinator=*/0, [&](int rank, Collective& collective) {
     loaded[rank] = Load(&dests[rank], *readers[rank],
                         {.checkpoint_id = "ranks", .collective = &collective});
   });
@@ -712,7 +700,7 @@ void StorageContractTest::AFailingRankCommitsNothing() {
       writer = *std::move(made);
     }
     std::vector<Status> saved(2);
-    OnRanks(2, [&](int rank, Collective& collective) {
+    RunRanks(2, /*coordinator=*/0, [&](int rank, Collective& collective) {
       StateDict sd = rank_dict(rank);
       FailingPlanner failing("rank1");
       DefaultSavePlanner plain;
