@@ -70,12 +70,16 @@ benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
 bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   int out = 1;
   int64_t iterations = 0;  // --iterations=N, when given.
+  int64_t read_in_place = 1;
+  int64_t read_threads = -1;  // --read_threads=N, when given.
   for (int i = 1; i < *argc; ++i) {
     const std::string_view arg = argv[i];
     bool ok = true;
     if (IntFlag(arg, "--rss_gib=", 0, 64, &config->rss_gib, &ok) ||
         IntFlag(arg, "--piece_kib=", 0, 1 << 20, &config->piece_kib, &ok) ||
         IntFlag(arg, "--iterations=", 1, 1000, &iterations, &ok) ||
+        IntFlag(arg, "--read_in_place=", 0, 1, &read_in_place, &ok) ||
+        IntFlag(arg, "--read_threads=", 0, 64, &read_threads, &ok) ||
         IntFlag(arg, "--throttle_mbps=", 0, 100000, &config->throttle_mbps,
                 &ok)) {
       if (!ok) return false;
@@ -130,6 +134,12 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "               load, async and RSS cases\n"
             "  --iterations=N  iterations of every case but memcpy's "
             "(default 3; 1 with --quick)\n"
+            "  --read_in_place=0  loads read every piece through RocksDB "
+            "(RocksDBReaderOptions::\n"
+            "               read_in_place; default 1)\n"
+            "  --read_threads=N  loads read with N threads "
+            "(RocksDBReaderOptions::read_threads;\n"
+            "               default: the profile's)\n"
             "  --throttle_mbps=N  limit the run's reads and writes of the "
             "scratch disk to N MB/s\n"
             "               (a cgroup v1 blkio group; needs root; default 0, "
@@ -148,6 +158,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
     config->iterations = 1;
   }
   if (iterations > 0) config->iterations = static_cast<int>(iterations);
+  config->profile.reader.read_in_place = read_in_place != 0;
+  if (read_threads >= 0) {
+    config->profile.reader.read_threads = static_cast<int>(read_threads);
+  }
   return true;
 }
 

@@ -531,6 +531,19 @@ struct RocksDBReaderOptions {
   // Default: true
   bool fill_cache = true;
 
+  // Read each piece of a multi-piece tensor whose offset in its file the
+  // checkpoint records (rocksdcp from 2026-12-03) straight from the file
+  // into its destination (or, for a box that takes part of the piece, into
+  // the thread's buffer), then verify it there against the metadata's
+  // XXH3-128 of the piece, before the tensor is committed. That skips
+  // RocksDB's copy of the piece into its block, its block checksum and
+  // the copy out of the block. A piece that does not verify this way
+  // (its part of the destination is zeroed) is read again through RocksDB,
+  // which then reports what is wrong with it. Off: every piece is read
+  // through RocksDB. Not with StoreOptions::use_direct_reads.
+  // Default: true
+  bool read_in_place = true;
+
   // ---- Integrity ----
 
   // Verify RocksDB's checksum of every block a piece is read from, before
@@ -555,6 +568,11 @@ struct ReaderStats {
   uint64_t pieces_read = 0;
   // Payload bytes of those pieces.
   uint64_t bytes_read = 0;
+  // Of pieces_read, those read in place (RocksDBReaderOptions::read_in_place).
+  uint64_t pieces_read_in_place = 0;
+  // Pieces read in place that did not verify, and were read again through
+  // RocksDB.
+  uint64_t in_place_misses = 0;
   // Threads the latest ReadData read with (see read_threads).
   uint32_t read_threads = 0;
 };

@@ -74,6 +74,7 @@ struct PieceEncoder::Rep {
   std::unique_ptr<codec::PlaneEncoder> planes;
   std::vector<uint8_t> payload;  // What `fill` wrote, to compress.
   bool last_compressed = false;
+  size_t last_payload_offset = 0;
 
   // Builds the piece around `data` (filled and hashed by `fill_data`
   // before the table is built), as version `version`.
@@ -135,8 +136,10 @@ std::string_view PieceEncoder::Rep::Build(
                              : fb::PieceCodec::None,
       planes_vector, payload_xxh3);
   fbb.Finish(piece, kPieceIdentifier);
-  return std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
-                          fbb.GetSize());
+  const uint8_t* value = fbb.GetBufferPointer();
+  last_payload_offset = static_cast<size_t>(
+      flatbuffers::GetRoot<fb::ChunkPiece>(value)->data()->Data() - value);
+  return std::string_view(reinterpret_cast<const char*>(value), fbb.GetSize());
 }
 
 std::string_view PieceEncoder::Encode(const PieceHeader& header,
@@ -188,6 +191,10 @@ std::string_view PieceEncoder::Encode(const PieceHeader& header,
 }
 
 bool PieceEncoder::last_compressed() const { return rep_->last_compressed; }
+
+size_t PieceEncoder::last_payload_offset() const {
+  return rep_->last_payload_offset;
+}
 
 struct PieceDecodeBuffer::Rep {
   std::vector<uint8_t> bytes;

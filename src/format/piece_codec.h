@@ -92,6 +92,10 @@ class PieceEncoder {
   // Whether the last piece Encode returned is compressed.
   bool last_compressed() const;
 
+  // Where the payload (the `data` bytes) of the last piece Encode returned
+  // starts in the value it returned.
+  size_t last_payload_offset() const;
+
  private:
   struct Rep;
   std::unique_ptr<Rep> rep_;

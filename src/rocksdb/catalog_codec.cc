@@ -134,6 +134,10 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
         fbb.CreateUninitializedVectorOfStructs(info.piece_hashes.size(), &out);
     for (const Hash128& p : info.piece_hashes) *out++ = {p.low, p.high};
   }
+  const auto offsets =
+      info.piece_offsets.empty()
+          ? flatbuffers::Offset<flatbuffers::Vector<uint64_t>>()
+          : fbb.CreateVector(info.piece_offsets);
   const bool refs = !info.sources.empty();
   const auto sources = CreateStrings(fbb, info.sources);
   const auto piece_sources =
@@ -145,7 +149,7 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
                                  : kBoundStorageInfoFormatVersion,
                             static_cast<fb::ItemKind>(info.kind), info.length,
                             info.num_pieces, info.piece_bytes, file, hashes,
-                            sources, piece_sources, info.compressed),
+                            sources, piece_sources, info.compressed, offsets),
       kStorageInfoIdentifier);
   return Finished(fbb);
 }
@@ -229,7 +233,18 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
       return Status::Corruption(what + ": a source no piece is in");
     }
   }
-  if ((hashes == PieceHashes::kRead || refs) && s->piece_hashes() != nullptr) {
+  const auto* offsets = s->piece_offsets();
+  if (offsets != nullptr) {
+    if (offsets->size() != info.num_pieces || s->piece_hashes() == nullptr) {
+      return Status::Corruption(
+          what + ": " + std::to_string(offsets->size()) +
+          " piece offsets for " + std::to_string(info.num_pieces) + " pieces" +
+          (s->piece_hashes() == nullptr ? ", without hashes" : ""));
+    }
+    info.piece_offsets.assign(offsets->begin(), offsets->end());
+  }
+  if ((hashes == PieceHashes::kRead || refs || offsets != nullptr) &&
+      s->piece_hashes() != nullptr) {
     const auto* h = s->piece_hashes();
     if (h->size() != info.num_pieces) {
       return Status::Corruption(what + ": " + std::to_string(h->size()) +

@@ -60,6 +60,11 @@ struct StorageInfo {
   // compressed: they store at least 1 / format::kMaxCompressionRatio of
   // their payload, not all of it.
   bool compressed = false;
+  // None, or one per piece: where its payload starts in the SST file that
+  // holds the item, or 0 where that is not recorded
+  // (schema/checkpoint.fbs). Decoded with the piece hashes, whatever
+  // PieceHashes says: a reader needs both to read a piece in place.
+  std::vector<uint64_t> piece_offsets;
 
   // The payload bytes of piece `p`: piece_bytes, or what is left of
   // length for the last piece.

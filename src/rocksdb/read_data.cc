@@ -2,12 +2,16 @@
 // each task does: fetch its pieces, verify them, and copy the part of each
 // the box holds into the planner's destination.
 
+#include <rocksdb/file_system.h>
+#include <rocksdb/metadata.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <system_error>
 #include <thread>
 
+#include "format/checksum.h"
 #include "keys/keys.h"
 #include "rocksdb/reader.h"
 #include "util/partition.h"
@@ -15,6 +19,16 @@
 #include "util/threads.h"
 
 namespace rocksdcp {
+
+// One of the checkpoint's SST files, opened through the store's file
+// system for pieces read in place.
+struct RocksDBStorageReaderImpl::InPlaceFile {
+  std::string smallest;  // Its first and last user keys.
+  std::string largest;
+  std::string path;
+  uint64_t size = 0;
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;  // Once opened.
+};
 
 // The state one ReadData shares between its threads.
 struct RocksDBStorageReaderImpl::Run {
@@ -96,6 +110,9 @@ struct RocksDBStorageReaderImpl::Run {
   // 0.79-2.29x with shares; benchmarks/README.md.) Tasks are in key order,
   // the order of the pieces in the files, not plan order: see KeyOrder.
   std::vector<std::pair<size_t, size_t>> shares;
+
+  // The files pieces are read from in place (PlannedRead::file).
+  std::vector<InPlaceFile> files;
 
   std::mutex mu;  // Guards the members below.
   Progress progress;
@@ -280,6 +297,110 @@ Status RocksDBStorageReaderImpl::ReadWholeTensor(Run& run, Worker& worker,
   return DeliverTensor(run, pr, &piece);
 }
 
+void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
+  if (!options_.read_in_place || store_->use_direct_reads()) return;
+  rocksdb::ColumnFamilyMetaData meta;
+  for (size_t i = 0; i < n; ++i) {
+    PlannedRead& pr = run.reads[i];
+    if (!pr.split || pr.item.info.piece_offsets.empty()) continue;
+    if (run.files.empty()) {
+      // Once, for the first read that needs them.
+      store_->db()->GetColumnFamilyMetaData(checkpoint_->cf.get(), &meta);
+      for (const rocksdb::LevelMetaData& level : meta.levels) {
+        for (const rocksdb::SstFileMetaData& f : level.files) {
+          run.files.push_back({f.smallestkey, f.largestkey,
+                               f.directory + "/" + f.relative_filename, f.size,
+                               nullptr});
+        }
+      }
+      if (run.files.empty()) return;
+    }
+    // The one file whose key range holds the item's pieces. Ranks' files
+    // may overlap (each holds a rank's items, which interleave in key
+    // order): an item in more than one range is read through RocksDB.
+    const std::string first = keys::PieceKey(pr.ri->storage_index, 0);
+    const std::string last =
+        keys::PieceKey(pr.ri->storage_index, pr.item.info.num_pieces - 1);
+    int found = -1;
+    for (size_t f = 0; f < run.files.size(); ++f) {
+      const InPlaceFile& file = run.files[f];
+      if (file.smallest > last || file.largest < first) continue;
+      if (found >= 0 || file.smallest > first || file.largest < last) {
+        found = -1;
+        break;
+      }
+      found = static_cast<int>(f);
+    }
+    if (found < 0) continue;
+    InPlaceFile& file = run.files[found];
+    if (!file.file) {
+      rocksdb::FileOptions fo;
+      fo.use_direct_reads = false;
+      if (!store_->fs()
+               ->NewRandomAccessFile(file.path, fo, &file.file, nullptr)
+               .ok()) {
+        file.file.reset();
+        continue;
+      }
+    }
+    pr.file = found;
+  }
+}
+
+bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
+                                           const PlannedRead& pr, uint32_t p,
+                                           uint64_t piece_first,
+                                           uint64_t* copied) {
+  const format::StorageInfo& info = pr.item.info;
+  const uint64_t at = info.piece_offsets[p];
+  if (at == 0 || info.SourceOf(p) != nullptr) return false;
+  const InPlaceFile& file = run.files[pr.file];
+  const uint64_t length = info.PieceLength(p);
+  if (at > file.size || length > file.size - at) return false;
+  const uint64_t elem = DTypeSize(pr.item.dtype);
+  // Straight into the destination when the box holds the whole piece
+  // there as it is; else into the thread's buffer.
+  const bool whole =
+      pr.box_is_run && pr.dest.IsContiguous() && piece_first >= pr.box_first &&
+      piece_first * elem + length <= pr.box_first * elem + pr.bytes;
+  uint8_t* target;
+  if (whole) {
+    target = static_cast<uint8_t*>(pr.dest.data) +
+             (piece_first - pr.box_first) * elem;
+  } else {
+    if (worker.in_place.size() < length) worker.in_place.resize(length);
+    target = worker.in_place.data();
+  }
+  rocksdb::Slice got;
+  const rocksdb::IOStatus s =
+      file.file->Read(at, length, rocksdb::IOOptions(), &got,
+                      reinterpret_cast<char*>(target), nullptr);
+  bool verified = s.ok() && got.size() == length;
+  if (verified && got.data() != reinterpret_cast<const char*>(target)) {
+    std::memcpy(target, got.data(), length);
+  }
+  verified =
+      verified && format::Xxh3_128(target, length) == info.piece_hashes[p];
+  if (!verified) {
+    if (whole) std::memset(target, 0, length);
+    in_place_misses_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (whole) {
+    *copied = length;
+  } else {
+    format::DecodedPiece piece;
+    piece.data = target;
+    piece.size = length;
+    piece.stored_size = length;
+    *copied = CopyBoxPart(pr, pr.dest, piece_first, piece);
+  }
+  pieces_in_place_.fetch_add(1, std::memory_order_relaxed);
+  pieces_read_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(length, std::memory_order_relaxed);
+  return true;
+}
+
 Status RocksDBStorageReaderImpl::ReadTensorPiece(Run& run, Worker& worker,
                                                  PlannedRead& pr, uint32_t p) {
   const uint64_t piece_elems =
@@ -291,7 +412,8 @@ Status RocksDBStorageReaderImpl::ReadTensorPiece(Run& run, Worker& worker,
   const uint64_t r = FirstRowEndingAfter(pr, piece_first);
   std::vector<int64_t> idx;
   Unravel(r, pr.rows_per_step, pr.ri->lengths, &idx);
-  if (r < pr.rows && RowStart(pr, idx) < piece_first + piece_elems) {
+  if (r < pr.rows && RowStart(pr, idx) < piece_first + piece_elems &&
+      (pr.file < 0 || !ReadInPlace(run, worker, pr, p, piece_first, &copied))) {
     format::DecodedPiece piece;
     ROCKSDCP_RETURN_IF_ERROR(FetchPiece(worker, pr, p, &piece));
     copied = CopyBoxPart(pr, pr.dest, piece_first, piece);
@@ -452,6 +574,7 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
     }
   }
   run.progress.items_total = n;
+  FindInPlaceFiles(run, n);
 
   const int threads = ThreadsFor(run.tasks, run.progress.bytes_total, max_piece,
                                  max_compressed_piece);

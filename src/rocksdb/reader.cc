@@ -117,6 +117,8 @@ ReaderStats RocksDBStorageReaderImpl::stats() const {
   s.pieces_read = pieces_read_.load(std::memory_order_relaxed);
   s.bytes_read = bytes_read_.load(std::memory_order_relaxed);
   s.read_threads = last_read_threads_.load(std::memory_order_relaxed);
+  s.pieces_read_in_place = pieces_in_place_.load(std::memory_order_relaxed);
+  s.in_place_misses = in_place_misses_.load(std::memory_order_relaxed);
   return s;
 }
 

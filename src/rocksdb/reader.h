@@ -21,8 +21,10 @@
 // of the earliest task in key order that failed, as a sequential read
 // would return: after an error the threads skip every later task but run
 // every earlier one, so all of those have run by the time the threads are
-// joined. Items of later tasks may have been loaded meanwhile; a piece that
-// fails verification never reaches its destination.
+// joined. Items of later tasks may have been loaded meanwhile; no byte of
+// a piece that fails verification stays in its destination (one read in
+// place lands there first: its part is zeroed), and a tensor is committed
+// only once every piece of its box has verified.
 
 #ifndef ROCKSDCP_SRC_ROCKSDB_READER_H_
 #define ROCKSDCP_SRC_ROCKSDB_READER_H_
@@ -86,6 +88,9 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     bool split = false;
     TensorView dest;
     std::atomic<uint32_t> pieces_left{0};
+    // Of a split read whose pieces can be read in place: the file that
+    // holds them (an index into the Run's files), else -1.
+    int file = -1;
   };
 
   // A unit of work: piece `piece` of planned read `read` if it is split;
@@ -107,6 +112,8 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     format::PieceDecodeBuffer decoded;
     std::string key;
     std::string bytes_buffer;  // Assembles byte items of several pieces.
+    // A piece read in place for a box that takes only part of it.
+    std::vector<uint8_t> in_place;
     // For batches.
     std::vector<std::string> keys;
     std::vector<rocksdb::Slice> key_slices;
@@ -114,7 +121,16 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     std::vector<rocksdb::Status> statuses;
   };
 
-  struct Run;  // The shared state of one ReadData.
+  struct Run;          // The shared state of one ReadData.
+  struct InPlaceFile;  // A file pieces are read from in place.
+  // Sets pr.file for every split read the checkpoint's files let read in
+  // place, opening those files.
+  void FindInPlaceFiles(Run& run, size_t n) const;
+  // Reads piece `p` of split read `pr` in place, verifies it and copies
+  // its part of the box. False (and the piece is to be fetched through
+  // RocksDB) when it can't be read so or does not verify.
+  bool ReadInPlace(Run& run, Worker& worker, const PlannedRead& pr, uint32_t p,
+                   uint64_t piece_first, uint64_t* copied);
 
   Status ReadDataSync(const LoadPlan& plan, LoadPlanner& planner);
   // A read of a read-only Store that found damage: NotFound when the
@@ -196,6 +212,8 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   std::atomic<uint64_t> pieces_read_{0};
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint32_t> last_read_threads_{0};
+  std::atomic<uint64_t> pieces_in_place_{0};
+  std::atomic<uint64_t> in_place_misses_{0};
 };
 
 }  // namespace rocksdcp

@@ -129,6 +129,7 @@ class StoreImpl final : public Store {
   // follower.
   BlockBufferPool* block_buffer_pool() const { return block_pool_.get(); }
   bool read_only() const { return options_.read_only; }
+  bool use_direct_reads() const { return options_.use_direct_reads; }
 
   // The ids whose catalog entries name column family `cf`: one, unless the
   // catalog is damaged. Entries damaged by themselves (they don't decode,

@@ -165,12 +165,17 @@ Result<MaterializeReport> StoreImpl::Materialize(
   }
 
   // The metadata without references, committed as an overwrite of the
-  // checkpoint with itself: a fresh column family, one synced batch.
+  // checkpoint with itself: a fresh column family, one synced batch. Its
+  // one file holds every piece where the old files did not, so the pieces'
+  // offsets in those go too.
   for (auto& [index, value] : metadata.storage_data) {
     auto info = format::DecodeStorageInfo(value, format::PieceHashes::kRead);
-    if (!info.ok() || info->sources.empty()) continue;
+    if (!info.ok() || (info->sources.empty() && info->piece_offsets.empty())) {
+      continue;
+    }
     info->sources.clear();
     info->piece_sources.clear();
+    info->piece_offsets.clear();
     value = format::EncodeStorageInfo(*info);
   }
   CommitRequest request;

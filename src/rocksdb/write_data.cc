@@ -41,6 +41,12 @@ namespace {
 // sizes), the key and the block trailer. Generous: a rank-64 chunk's
 // offsets and sizes take 1 KiB.
 constexpr uint64_t kValueSlack = 64 << 10;
+// A value of at least this many bytes starts a data block of its own, and
+// an uncompressed piece of a tensor of several pieces stored in one has
+// its payload's offset in the file recorded (StorageInfo::piece_offsets),
+// for loads to read it in place. Twice the checkpoint's block_size:
+// smaller values share blocks, as small items should.
+constexpr uint64_t kOwnBlockValueBytes = 32 << 10;
 // What else a writer thread's SstFileWriter holds: its index, properties
 // and keys.
 constexpr uint64_t kThreadSlack = 1 << 20;
@@ -63,23 +69,49 @@ constexpr int kMinCompressionLevel = -7;
 constexpr int kMaxCompressionLevel = 19;
 
 // Cuts data blocks as the checkpoint column family's table options say
-// (block_size), whatever the SstFileWriter's own block_size is. That one
-// then only sizes the buffer that RocksDB 7.8 reserves afresh for every
-// data block (BlockBasedTableBuilder::WriteBlock swaps the builder's buffer
-// for a new string of block_size capacity): sized for the largest piece,
-// a piece is copied into the block once, instead of into a buffer that
-// then grows to twice its size, copying the piece again, when the block is
-// finished. The file's blocks are the same either way.
-class BlockSizePolicyFactory : public rocksdb::FlushBlockPolicyFactory {
+// (block_size), whatever the SstFileWriter's own block_size is, and starts
+// a block before every value of kOwnBlockValueBytes or more, so that such
+// a value is the first entry of its block, where the writer can tell its
+// offset in the file (StagingFiles::ValueOffset). The SstFileWriter's own
+// block_size then only sizes the buffer that RocksDB 7.8 reserves afresh
+// for every data block (BlockBasedTableBuilder::WriteBlock swaps the
+// builder's buffer for a new string of block_size capacity): sized for the
+// largest piece, a piece is copied into the block once, instead of into a
+// buffer that then grows to twice its size, copying the piece again, when
+// the block is finished.
+class PieceBlockPolicy : public rocksdb::FlushBlockPolicy {
  public:
-  BlockSizePolicyFactory(uint64_t block_size, int deviation)
+  explicit PieceBlockPolicy(rocksdb::FlushBlockPolicy* by_size)
+      : by_size_(by_size) {}
+
+  // Called once for every entry, before it is added; true finishes the
+  // block first (never an empty one: RocksDB asserts it is not).
+  bool Update(const rocksdb::Slice& key, const rocksdb::Slice& value) override {
+    bool flush = false;
+    if (entries_ > 0) {
+      flush =
+          value.size() >= kOwnBlockValueBytes || by_size_->Update(key, value);
+    }
+    entries_ = flush ? 1 : entries_ + 1;
+    return flush;
+  }
+
+ private:
+  const std::unique_ptr<rocksdb::FlushBlockPolicy> by_size_;
+  uint64_t entries_ = 0;  // In the block being built.
+};
+
+class PieceBlockPolicyFactory : public rocksdb::FlushBlockPolicyFactory {
+ public:
+  PieceBlockPolicyFactory(uint64_t block_size, int deviation)
       : block_size_(block_size), deviation_(deviation) {}
-  const char* Name() const override { return "RocksdcpBlockSizePolicy"; }
+  const char* Name() const override { return "RocksdcpPieceBlockPolicy"; }
   rocksdb::FlushBlockPolicy* NewFlushBlockPolicy(
       const rocksdb::BlockBasedTableOptions& /*table_options*/,
       const rocksdb::BlockBuilder& data_block_builder) const override {
-    return rocksdb::FlushBlockBySizePolicyFactory::NewFlushBlockPolicy(
-        block_size_, deviation_, data_block_builder);
+    return new PieceBlockPolicy(
+        rocksdb::FlushBlockBySizePolicyFactory::NewFlushBlockPolicy(
+            block_size_, deviation_, data_block_builder));
   }
 
  private:
@@ -100,13 +132,20 @@ rocksdb::Options StagingFileOptions(const rocksdb::Options& base,
   // Writing needs no cache; the factory would otherwise make one per file.
   table.block_cache = nullptr;
   table.no_block_cache = true;
-  if (largest_value + kValueSlack > table.block_size) {
-    table.flush_block_policy_factory = std::make_shared<BlockSizePolicyFactory>(
-        table.block_size, table.block_size_deviation);
-    table.block_size = largest_value + kValueSlack;
-  }
+  table.flush_block_policy_factory = std::make_shared<PieceBlockPolicyFactory>(
+      table.block_size, table.block_size_deviation);
+  table.block_size =
+      std::max<uint64_t>(table.block_size, largest_value + kValueSlack);
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   return options;
+}
+
+// The bytes of an unsigned LEB128 varint of `v`, as RocksDB's block
+// entries encode lengths.
+uint64_t VarintLength(uint64_t v) {
+  uint64_t n = 1;
+  for (; v >= 128; v >>= 7) ++n;
+  return n;
 }
 
 // One run's staging files, <stem><n>.sst for n = 0, 1, ..., written one
@@ -150,6 +189,23 @@ class StagingFiles {
   rocksdb::Status Put(const std::string& key, std::string_view value) {
     bytes_ += value.size();
     return sst_->Put(key, rocksdb::Slice(value.data(), value.size()));
+  }
+
+  // Where the value just Put under `key` starts in the file, if it starts
+  // a data block of its own (PieceBlockPolicy: it has kOwnBlockValueBytes
+  // or more); else 0. Blocks are written in order, uncompressed, with no
+  // padding, so the open file's size is where the block of the last value
+  // starts, once that value has made the builder write out the block
+  // before it. The block's first entry is <0><key length><value length>
+  // (varints), then the internal key (the key and 8 bytes of sequence
+  // number and type), then the value. A reader checks every byte it reads
+  // this way against the item's piece hashes, so a wrong offset costs a
+  // second read, never a wrong byte.
+  uint64_t ValueOffset(const std::string& key, std::string_view value) const {
+    if (value.size() < kOwnBlockValueBytes) return 0;
+    const uint64_t internal_key = key.size() + 8;
+    return sst_->FileSize() + 1 + VarintLength(internal_key) +
+           VarintLength(value.size()) + internal_key;
   }
 
   // The open (or last) file.
@@ -691,6 +747,11 @@ Status RocksDBStorageWriterImpl::WriteItemOfRun(Job* job, Run* run, size_t i) {
   const uint32_t num_pieces = payload->header.num_pieces;
   format::StorageInfo& info = run->info;
   info.piece_hashes.resize(num_pieces);
+  // Recorded for a tensor of several pieces, the ones a load reads piece
+  // by piece (single-piece items are fetched in batches).
+  const bool offsets =
+      payload->header.kind == format::ItemKind::kTensor && num_pieces > 1;
+  info.piece_offsets.assign(offsets ? num_pieces : 0, 0);
   info.sources.clear();
   info.piece_sources.clear();
   info.compressed = false;
@@ -705,6 +766,10 @@ Status RocksDBStorageWriterImpl::WriteItemOfRun(Job* job, Run* run, size_t i) {
     ROCKSDCP_RETURN_IF_ERROR(WritePiece(job, run, item, &*payload, base, p));
   }
   if (info.sources.empty()) info.piece_sources.clear();
+  if (std::all_of(info.piece_offsets.begin(), info.piece_offsets.end(),
+                  [](uint64_t o) { return o == 0; })) {
+    info.piece_offsets.clear();
+  }
   if (!options_.reuse_buffers) run->encoder.reset();
 
   info.kind = payload->header.kind;
@@ -760,6 +825,12 @@ Status RocksDBStorageWriterImpl::WritePiece(Job* job, Run* run,
     return job->Fail(FromRocksDB(s, ItemWhere(item) + ": writing piece " +
                                         std::to_string(p) + " to " +
                                         run->files.path()));
+  }
+  if (!info.piece_offsets.empty() && ref_value.empty() &&
+      !run->encoder->last_compressed()) {
+    const uint64_t at = run->files.ValueOffset(key, value);
+    if (at != 0)
+      info.piece_offsets[p] = at + run->encoder->last_payload_offset();
   }
   // A reference (an unchanged piece of an incremental save) is neither
   // compressed nor written: only encoded pieces tell the governor what

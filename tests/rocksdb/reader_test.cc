@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <set>
 
@@ -36,6 +37,13 @@ class ReaderTest : public StoreTest {
   static RocksDBReaderOptions Threads(int n) {
     RocksDBReaderOptions o;
     o.read_threads = n;
+    return o;
+  }
+
+  // Threads(n), every piece read through RocksDB's blocks (not in place).
+  static RocksDBReaderOptions ThroughBlocks(int n) {
+    RocksDBReaderOptions o = Threads(n);
+    o.read_in_place = false;
     return o;
   }
 
@@ -181,6 +189,74 @@ TEST_F(ReaderTest, CorruptPieceIsCaughtWithParallelReads) {
   for (size_t i = 9 * 65536; i < 10 * 65536; ++i) {
     ASSERT_EQ(into.bytes[i], 0) << "byte " << i << " of the corrupt piece";
   }
+}
+
+TEST_F(ReaderTest, PiecesOfLargeTensorsAreReadInPlace) {
+  // 12 pieces of 64 KiB, the last one short; and small items around it.
+  OwnedTensor big = RandomTensor(DType::kFloat32, {12, 16383}, 21);
+  MixedState saved = MixedStateDict(2, false);
+  saved.dict["zbig"] = big.view;
+  ASSERT_OK(SaveDict(saved.dict, "p", {.max_piece_bytes = 65536}));
+  for (bool in_place : {true, false}) {
+    RocksDBReaderOptions options = Threads(3);
+    options.read_in_place = in_place;
+    MixedState into = MixedStateDict(0, true);
+    OwnedTensor big_into = ZeroTensor(DType::kFloat32, {12, 16383});
+    into.dict["zbig"] = big_into.view;
+    ASSERT_OK_AND_ASSIGN(auto reader, LoadWith(&into.dict, "p", options));
+    EXPECT_TRUE(SameState(into.dict, saved.dict)) << in_place;
+    EXPECT_TRUE(SameTensor(big_into.view, big.view)) << in_place;
+    // Every piece of 32 KiB or more of a multi-piece tensor: zbig's 12
+    // ("big" has 98688 bytes in two pieces; its second, 33152 bytes,
+    // too).
+    EXPECT_EQ(reader->stats().pieces_read_in_place, in_place ? 14u : 0u);
+    EXPECT_EQ(reader->stats().in_place_misses, 0u);
+  }
+}
+
+TEST_F(ReaderTest, BoxesTakingPartOfAPieceReadItInPlaceToo) {
+  OwnedTensor whole = RandomTensor(DType::kInt32, {64, 1024}, 23);
+  ASSERT_OK(SaveDict({{"m", whole.view}}, "r", {.max_piece_bytes = 65536}));
+  // Columns 100-399 of every row: each piece (16 rows) is read, and 300
+  // of its 1024 columns copied.
+  OwnedTensor cols = ZeroTensor(DType::kInt32, {64, 300});
+  ShardedTensor box;
+  box.dtype = DType::kInt32;
+  box.global_size = {64, 1024};
+  box.local_shards.push_back({{0, 100}, cols.view});
+  StateDict sd{{"m", box}};
+  ASSERT_OK_AND_ASSIGN(auto reader, LoadWith(&sd, "r", Threads(2)));
+  EXPECT_TRUE(SameTensor(cols.view, whole.view.Narrow({0, 100}, {64, 300})));
+  EXPECT_EQ(reader->stats().pieces_read_in_place, 4u);
+  EXPECT_EQ(reader->stats().pieces_read, 4u);
+}
+
+TEST_F(ReaderTest, APieceThatFailsInPlaceIsReadAgainThroughRocksDB) {
+  OwnedTensor big = RandomTensor(DType::kUInt8, {16, 65536}, 3);
+  ASSERT_OK(SaveDict({{"t", big.view}}, "c", {.max_piece_bytes = 65536}));
+  CloseStore();
+  std::vector<std::string> ssts = SstFiles();
+  ASSERT_FALSE(ssts.empty());
+  FlipByte(ssts[0], 4 * 65536 + 1000);  // Inside piece 4's data.
+  OpenStore();
+
+  ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader(Threads(1)));
+  OwnedTensor into = ZeroTensor(DType::kUInt8, {16, 65536});
+  StateDict sd{{"t", into.view}};
+  LoadOptions lo;
+  lo.checkpoint_id = "c";
+  EXPECT_THAT(Load(&sd, *reader, lo),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("'c'"), HasSubstr("'t@[0, 0]'"),
+                             HasSubstr("piece 4 of 16"))));
+  // Pieces 0-3 were read in place; piece 4 did not verify in place, and
+  // RocksDB's read of it named the damage. Nothing of it stayed.
+  EXPECT_EQ(reader->stats().pieces_read_in_place, 4u);
+  EXPECT_EQ(reader->stats().in_place_misses, 1u);
+  for (size_t i = 4 * 65536; i < 5 * 65536; ++i) {
+    ASSERT_EQ(into.bytes[i], 0) << "byte " << i << " of the corrupt piece";
+  }
+  EXPECT_EQ(std::memcmp(into.bytes.data(), big.bytes.data(), 4 * 65536), 0);
 }
 
 TEST_F(ReaderTest, MissingPieceKeyIsCorruptionNamingThePiece) {
@@ -348,18 +424,19 @@ TEST_F(ReaderTest, DirectReadsLoadTheSame) {
 
 TEST_F(ReaderTest, LoadsRecycleReadBuffersThroughTheStorePool) {
   // Two pieces of 12 MiB: more than the 8 MiB block cache, so each block
-  // is freed into the pool once read.
+  // is freed into the pool once read. (Read through RocksDB: pieces read in
+  // place need no block.)
   OwnedTensor big = RandomTensor(DType::kUInt8, {2, 12 << 20}, 9);
   ASSERT_OK(SaveDict({{"t", big.view}}, "r", {.max_piece_bytes = 12 << 20}));
   OwnedTensor into = ZeroTensor(DType::kUInt8, {2, 12 << 20});
   StateDict sd{{"t", into.view}};
-  ASSERT_OK(LoadWith(&sd, "r", Threads(1)));
+  ASSERT_OK(LoadWith(&sd, "r", ThroughBlocks(1)));
   const BlockBufferPool::Stats first = pool().stats();
   EXPECT_GT(first.mapped_bytes, 0u);
   EXPECT_GT(first.kept_bytes, 0u);
 
-  ASSERT_OK(LoadWith(&sd, "r", Threads(1)));
-  ASSERT_OK(LoadWith(&sd, "r", Threads(2)));
+  ASSERT_OK(LoadWith(&sd, "r", ThroughBlocks(1)));
+  ASSERT_OK(LoadWith(&sd, "r", ThroughBlocks(2)));
   const BlockBufferPool::Stats later = pool().stats();
   EXPECT_TRUE(SameTensor(into.view, big.view));
   // The second and third loads read into buffers the first one mapped...
@@ -379,7 +456,7 @@ TEST_F(ReaderTest, ZeroPoolKeepsNoBuffers) {
   OpenStore(so);
   OwnedTensor into = ZeroTensor(DType::kUInt8, {2, 12 << 20});
   StateDict sd{{"t", into.view}};
-  ASSERT_OK(LoadWith(&sd, "z", Threads(2)));
+  ASSERT_OK(LoadWith(&sd, "z", ThroughBlocks(2)));
   EXPECT_TRUE(SameTensor(into.view, big.view));
   const BlockBufferPool::Stats stats = pool().stats();
   EXPECT_EQ(stats.reused, 0u);

@@ -104,7 +104,7 @@ Result<Metadata> StoreTest::SaveDict(const StateDict& sd, const std::string& id,
 Status StoreTest::LoadDict(StateDict* sd, const std::string& id,
                            bool allow_partial_load) {
   ROCKSDCP_RETURN_IF_ERROR(NeedStore());
-  ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store_->NewReader());
+  ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store_->NewReader(load_options_));
   LoadOptions lo;
   lo.checkpoint_id = id;
   lo.allow_partial_load = allow_partial_load;

@@ -57,6 +57,9 @@ class StoreTest : public ::testing::Test {
   // The .sst files under the store directory (not staging), largest first.
   std::vector<std::string> SstFiles() const;
 
+  // The options of LoadDict's readers.
+  RocksDBReaderOptions load_options_;
+
   ScopedTempDir dir_;
   std::unique_ptr<Store> store_;
 };
