@@ -139,18 +139,23 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
           ? flatbuffers::Offset<flatbuffers::Vector<uint64_t>>()
           : fbb.CreateVector(info.piece_offsets);
   const bool refs = !info.sources.empty();
+  const auto source_files =
+      refs && !offsets.IsNull() && !info.source_file_first_key_xxh3.empty()
+          ? fbb.CreateVector(info.source_file_first_key_xxh3)
+          : flatbuffers::Offset<flatbuffers::Vector<uint64_t>>();
   const auto sources = CreateStrings(fbb, info.sources);
   const auto piece_sources =
       refs ? fbb.CreateVector(info.piece_sources)
            : flatbuffers::Offset<flatbuffers::Vector<uint32_t>>();
-  fbb.Finish(
-      fb::CreateStorageInfo(fbb,
-                            refs ? kReferencingStorageInfoFormatVersion
-                                 : kBoundStorageInfoFormatVersion,
-                            static_cast<fb::ItemKind>(info.kind), info.length,
-                            info.num_pieces, info.piece_bytes, file, hashes,
-                            sources, piece_sources, info.compressed, offsets),
-      kStorageInfoIdentifier);
+  fbb.Finish(fb::CreateStorageInfo(
+                 fbb,
+                 refs ? kReferencingStorageInfoFormatVersion
+                      : kBoundStorageInfoFormatVersion,
+                 static_cast<fb::ItemKind>(info.kind), info.length,
+                 info.num_pieces, info.piece_bytes, file, hashes, sources,
+                 piece_sources, info.compressed, offsets,
+                 offsets.IsNull() ? 0 : info.file_first_key_xxh3, source_files),
+             kStorageInfoIdentifier);
   return Finished(fbb);
 }
 
@@ -242,6 +247,15 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
           (s->piece_hashes() == nullptr ? ", without hashes" : ""));
     }
     info.piece_offsets.assign(offsets->begin(), offsets->end());
+    info.file_first_key_xxh3 = s->file_first_key_xxh3();
+    if (const auto* files = s->source_file_first_key_xxh3()) {
+      if (files->size() != info.sources.size()) {
+        return Status::Corruption(
+            what + ": " + std::to_string(files->size()) + " source files for " +
+            std::to_string(info.sources.size()) + " sources");
+      }
+      info.source_file_first_key_xxh3.assign(files->begin(), files->end());
+    }
   }
   if ((hashes == PieceHashes::kRead || refs || offsets != nullptr) &&
       s->piece_hashes() != nullptr) {

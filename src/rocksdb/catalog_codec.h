@@ -65,6 +65,12 @@ struct StorageInfo {
   // (schema/checkpoint.fbs). Decoded with the piece hashes, whatever
   // PieceHashes says: a reader needs both to read a piece in place.
   std::vector<uint64_t> piece_offsets;
+  // With piece_offsets: the XXH3-64 of the first key of that file; 0 if
+  // not recorded.
+  uint64_t file_first_key_xxh3 = 0;
+  // With piece_offsets and sources: per source, the same for the file of
+  // that column family holding the item's pieces there (0: not recorded).
+  std::vector<uint64_t> source_file_first_key_xxh3;
 
   // The payload bytes of piece `p`: piece_bytes, or what is left of
   // length for the last piece.

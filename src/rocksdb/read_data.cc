@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <system_error>
 #include <thread>
 
@@ -25,6 +26,7 @@ namespace rocksdcp {
 struct RocksDBStorageReaderImpl::InPlaceFile {
   std::string smallest;  // Its first and last user keys.
   std::string largest;
+  uint64_t smallest_xxh3 = 0;  // As StorageInfo::file_first_key_xxh3.
   std::string path;
   uint64_t size = 0;
   std::unique_ptr<rocksdb::FSRandomAccessFile> file;  // Once opened.
@@ -299,39 +301,49 @@ Status RocksDBStorageReaderImpl::ReadWholeTensor(Run& run, Worker& worker,
 
 void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
   if (!options_.read_in_place || store_->use_direct_reads()) return;
-  rocksdb::ColumnFamilyMetaData meta;
-  for (size_t i = 0; i < n; ++i) {
-    PlannedRead& pr = run.reads[i];
-    if (!pr.split || pr.item.info.piece_offsets.empty()) continue;
-    if (run.files.empty()) {
-      // Once, for the first read that needs them.
-      store_->db()->GetColumnFamilyMetaData(checkpoint_->cf.get(), &meta);
+  // Per column family (the checkpoint's, "", and those it references), its
+  // files' [begin, end) in run.files, listed once, on first need.
+  std::map<std::string, std::pair<size_t, size_t>, std::less<>> listed;
+  auto files_of = [&](const std::string& name) {
+    auto [at, fresh] = listed.try_emplace(name, run.files.size(), 0);
+    if (fresh) {
+      rocksdb::ColumnFamilyHandle* cf = checkpoint_->cf.get();
+      if (!name.empty()) {
+        auto held = checkpoint_->sources.find(name);
+        cf = held == checkpoint_->sources.end() ? nullptr
+                                                : held->second.cf.get();
+      }
+      rocksdb::ColumnFamilyMetaData meta;
+      if (cf != nullptr) store_->db()->GetColumnFamilyMetaData(cf, &meta);
       for (const rocksdb::LevelMetaData& level : meta.levels) {
         for (const rocksdb::SstFileMetaData& f : level.files) {
-          run.files.push_back({f.smallestkey, f.largestkey,
-                               f.directory + "/" + f.relative_filename, f.size,
-                               nullptr});
+          run.files.push_back(
+              {f.smallestkey, f.largestkey, format::Xxh3(f.smallestkey) | 1,
+               f.directory + "/" + f.relative_filename, f.size, nullptr});
         }
       }
-      if (run.files.empty()) return;
+      at->second.second = run.files.size();
     }
-    // The one file whose key range holds the item's pieces. Ranks' files
-    // may overlap (each holds a rank's items, which interleave in key
-    // order): an item in more than one range is read through RocksDB.
-    const std::string first = keys::PieceKey(pr.ri->storage_index, 0);
-    const std::string last =
-        keys::PieceKey(pr.ri->storage_index, pr.item.info.num_pieces - 1);
+    return at->second;
+  };
+  // The file of `name` whose key range holds [first, last] and whose first
+  // key hashes to `wanted` (unless 0), opened; -1 if none or, without
+  // `wanted`, several. Ranks' files may overlap (each holds a rank's items,
+  // which interleave in key order).
+  auto find = [&](const std::string& name, const std::string& first,
+                  const std::string& last, uint64_t wanted) {
+    const auto [begin, end] = files_of(name);
     int found = -1;
-    for (size_t f = 0; f < run.files.size(); ++f) {
+    for (size_t f = begin; f < end; ++f) {
       const InPlaceFile& file = run.files[f];
       if (file.smallest > last || file.largest < first) continue;
+      if (wanted != 0 && file.smallest_xxh3 != wanted) continue;
       if (found >= 0 || file.smallest > first || file.largest < last) {
-        found = -1;
-        break;
+        return -1;
       }
       found = static_cast<int>(f);
     }
-    if (found < 0) continue;
+    if (found < 0) return -1;
     InPlaceFile& file = run.files[found];
     if (!file.file) {
       rocksdb::FileOptions fo;
@@ -340,10 +352,29 @@ void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
                ->NewRandomAccessFile(file.path, fo, &file.file, nullptr)
                .ok()) {
         file.file.reset();
-        continue;
+        return -1;
       }
     }
-    pr.file = found;
+    return found;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    PlannedRead& pr = run.reads[i];
+    const format::StorageInfo& info = pr.item.info;
+    if (!pr.split || info.piece_offsets.empty()) continue;
+    const std::string first = keys::PieceKey(pr.ri->storage_index, 0);
+    const std::string last =
+        keys::PieceKey(pr.ri->storage_index, info.num_pieces - 1);
+    pr.file = find("", first, last, info.file_first_key_xxh3);
+    bool any = pr.file >= 0;
+    pr.source_files.assign(info.sources.size(), -1);
+    for (size_t k = 0; k < info.sources.size(); ++k) {
+      pr.source_files[k] = find(info.sources[k], first, last,
+                                info.source_file_first_key_xxh3.empty()
+                                    ? 0
+                                    : info.source_file_first_key_xxh3[k]);
+      any |= pr.source_files[k] >= 0;
+    }
+    pr.in_place = any;
   }
 }
 
@@ -353,8 +384,11 @@ bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
                                            uint64_t* copied) {
   const format::StorageInfo& info = pr.item.info;
   const uint64_t at = info.piece_offsets[p];
-  if (at == 0 || info.SourceOf(p) != nullptr) return false;
-  const InPlaceFile& file = run.files[pr.file];
+  const int f = info.SourceOf(p) == nullptr
+                    ? pr.file
+                    : pr.source_files[info.piece_sources[p] - 1];
+  if (at == 0 || f < 0) return false;
+  const InPlaceFile& file = run.files[f];
   const uint64_t length = info.PieceLength(p);
   if (at > file.size || length > file.size - at) return false;
   const uint64_t elem = DTypeSize(pr.item.dtype);
@@ -413,7 +447,8 @@ Status RocksDBStorageReaderImpl::ReadTensorPiece(Run& run, Worker& worker,
   std::vector<int64_t> idx;
   Unravel(r, pr.rows_per_step, pr.ri->lengths, &idx);
   if (r < pr.rows && RowStart(pr, idx) < piece_first + piece_elems &&
-      (pr.file < 0 || !ReadInPlace(run, worker, pr, p, piece_first, &copied))) {
+      (!pr.in_place ||
+       !ReadInPlace(run, worker, pr, p, piece_first, &copied))) {
     format::DecodedPiece piece;
     ROCKSDCP_RETURN_IF_ERROR(FetchPiece(worker, pr, p, &piece));
     copied = CopyBoxPart(pr, pr.dest, piece_first, piece);

@@ -89,8 +89,11 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     TensorView dest;
     std::atomic<uint32_t> pieces_left{0};
     // Of a split read whose pieces can be read in place: the file that
-    // holds them (an index into the Run's files), else -1.
+    // holds them (an index into the Run's files), else -1; the same per
+    // source of its pieces (StorageInfo::sources); and whether any is.
     int file = -1;
+    std::vector<int> source_files;
+    bool in_place = false;
   };
 
   // A unit of work: piece `piece` of planned read `read` if it is split;

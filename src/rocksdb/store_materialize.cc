@@ -176,6 +176,8 @@ Result<MaterializeReport> StoreImpl::Materialize(
     info->sources.clear();
     info->piece_sources.clear();
     info->piece_offsets.clear();
+    info->file_first_key_xxh3 = 0;
+    info->source_file_first_key_xxh3.clear();
     value = format::EncodeStorageInfo(*info);
   }
   CommitRequest request;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "codec/plane_codec.h"
+#include "format/checksum.h"
 #include "keys/keys.h"
 #include "rocksdb/adaptive_compression.h"
 #include "rocksdb/catalog_codec.h"
@@ -174,6 +175,7 @@ class StagingFiles {
     paths_->push_back(path_);
     sst_ = std::make_unique<rocksdb::SstFileWriter>(env_options_, options_);
     bytes_ = 0;
+    first_key_xxh3_ = 0;
     return FromRocksDB(sst_->Open(path_), "opening staging file " + path_);
   }
 
@@ -187,9 +189,14 @@ class StagingFiles {
 
   // REQUIRES: a file is open.
   rocksdb::Status Put(const std::string& key, std::string_view value) {
+    if (first_key_xxh3_ == 0) first_key_xxh3_ = format::Xxh3(key) | 1;
     bytes_ += value.size();
     return sst_->Put(key, rocksdb::Slice(value.data(), value.size()));
   }
+
+  // The XXH3-64 of the open file's first key with its lowest bit set (so
+  // never 0), once it has one; else 0.
+  uint64_t first_key_xxh3() const { return first_key_xxh3_; }
 
   // Where the value just Put under `key` starts in the file, if it starts
   // a data block of its own (PieceBlockPolicy: it has kOwnBlockValueBytes
@@ -219,6 +226,7 @@ class StagingFiles {
   std::unique_ptr<rocksdb::SstFileWriter> sst_;
   std::string path_;
   uint64_t bytes_ = 0;
+  uint64_t first_key_xxh3_ = 0;
   int next_number_ = 0;
 };
 
@@ -334,13 +342,23 @@ const format::StorageInfo* SameCutInBase(
 std::string ReferToBase(const format::StorageInfo& base, uint32_t p,
                         const std::string& key, uint64_t byte_length,
                         format::StorageInfo* info) {
-  const std::string& name = base.sources[base.piece_sources[p] - 1];
+  const uint32_t source = base.piece_sources[p] - 1;
+  const std::string& name = base.sources[source];
   auto at = std::find(info->sources.begin(), info->sources.end(), name);
   if (at == info->sources.end()) {
     at = info->sources.insert(info->sources.end(), name);
+    // Which of that column family's files holds the piece, for loads that
+    // read it in place.
+    info->source_file_first_key_xxh3.push_back(
+        base.source_file_first_key_xxh3.empty()
+            ? 0
+            : base.source_file_first_key_xxh3[source]);
   }
   info->piece_sources[p] =
       static_cast<uint32_t>(at - info->sources.begin()) + 1;
+  if (!info->piece_offsets.empty() && !base.piece_offsets.empty()) {
+    info->piece_offsets[p] = base.piece_offsets[p];
+  }
   // The base's piece may be compressed.
   info->compressed |= base.compressed;
   return format::EncodePieceRef(
@@ -753,6 +771,7 @@ Status RocksDBStorageWriterImpl::WriteItemOfRun(Job* job, Run* run, size_t i) {
       payload->header.kind == format::ItemKind::kTensor && num_pieces > 1;
   info.piece_offsets.assign(offsets ? num_pieces : 0, 0);
   info.sources.clear();
+  info.source_file_first_key_xxh3.clear();
   info.piece_sources.clear();
   info.compressed = false;
   const format::StorageInfo* base =
@@ -765,11 +784,15 @@ Status RocksDBStorageWriterImpl::WriteItemOfRun(Job* job, Run* run, size_t i) {
     }
     ROCKSDCP_RETURN_IF_ERROR(WritePiece(job, run, item, &*payload, base, p));
   }
-  if (info.sources.empty()) info.piece_sources.clear();
+  if (info.sources.empty()) {
+    info.piece_sources.clear();
+    info.source_file_first_key_xxh3.clear();
+  }
   if (std::all_of(info.piece_offsets.begin(), info.piece_offsets.end(),
                   [](uint64_t o) { return o == 0; })) {
     info.piece_offsets.clear();
   }
+  info.file_first_key_xxh3 = run->files.first_key_xxh3();
   if (!options_.reuse_buffers) run->encoder.reset();
 
   info.kind = payload->header.kind;

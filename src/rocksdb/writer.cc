@@ -190,7 +190,10 @@ RocksDBStorageWriterImpl::BaseItemsFor(const SavePlan& plan) {
     format::StorageInfo& info = stored->info;
     // Every piece's source by name: the base's own column family, or the
     // one it references, if pinned (forged metadata may name any).
+    // And the file each source holds them in, for loads that read pieces
+    // in place.
     std::vector<std::string> sources;
+    std::vector<uint64_t> source_files;
     std::vector<uint32_t> piece_sources(info.num_pieces);
     bool pinned = true;
     for (uint32_t p = 0; p < info.num_pieces && pinned; ++p) {
@@ -198,11 +201,21 @@ RocksDBStorageWriterImpl::BaseItemsFor(const SavePlan& plan) {
       const std::string& name = src == nullptr ? base_cf_ : *src;
       pinned = std::find(pinned_.begin(), pinned_.end(), name) != pinned_.end();
       auto at = std::find(sources.begin(), sources.end(), name);
-      if (at == sources.end()) at = sources.insert(sources.end(), name);
+      if (at == sources.end()) {
+        at = sources.insert(sources.end(), name);
+        const bool own = src == nullptr;
+        const uint32_t k = own ? 0 : info.piece_sources[p] - 1;
+        source_files.push_back(
+            own ? info.file_first_key_xxh3
+                : (info.source_file_first_key_xxh3.empty()
+                       ? 0
+                       : info.source_file_first_key_xxh3[k]));
+      }
       piece_sources[p] = static_cast<uint32_t>(at - sources.begin()) + 1;
     }
     if (!pinned) continue;
     info.sources = std::move(sources);
+    info.source_file_first_key_xxh3 = std::move(source_files);
     info.piece_sources = std::move(piece_sources);
     out.emplace(item.index, std::move(info));
   }

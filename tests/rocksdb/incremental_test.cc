@@ -140,6 +140,32 @@ TEST_F(IncrementalTest, UnchangedPiecesAreReferencesAndLoadBitExact) {
   ExpectVerifies();
 }
 
+TEST_F(IncrementalTest, PiecesOfLargeTensorsAreReadInPlaceWhereverTheyLie) {
+  OpenStore();
+  // 16 pieces of 64 KiB: large enough to be read in place.
+  OwnedTensor w = RandomTensor(DType::kFloat32, {16, 16384}, 60);
+  const RocksDBWriterOptions full{.max_piece_bytes = 65536};
+  ASSERT_OK(SaveDict({{"w", View(w)}}, "a", full));
+  w.bytes[3 * 65536 + 9] ^= 1;
+  RocksDBWriterOptions incremental = full;
+  incremental.base = "a";
+  ASSERT_OK(SaveDict({{"w", View(w)}}, "b", incremental));
+  w.bytes[7 * 65536 + 9] ^= 1;
+  incremental.base = "b";
+  ASSERT_OK(SaveDict({{"w", View(w)}}, "c", incremental));
+  // "c" holds piece 7; "b" piece 3; "a" the other 14.
+  EXPECT_THAT(InfoOf("c").referenced_column_families,
+              UnorderedElementsAre("a", "b"));
+
+  OwnedTensor into = ZeroTensor(DType::kFloat32, {16, 16384});
+  StateDict sd{{"w", View(into)}};
+  ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader());
+  ASSERT_OK(Load(&sd, *reader, {.checkpoint_id = "c"}));
+  EXPECT_EQ(into.bytes, w.bytes);
+  EXPECT_EQ(reader->stats().pieces_read_in_place, 16u);
+  EXPECT_EQ(reader->stats().in_place_misses, 0u);
+}
+
 TEST_F(IncrementalTest, ReferencesNameWhereTheBytesAreOneLevelDeep) {
   OpenStore();
   Model m = Example(1);

@@ -373,6 +373,49 @@ TEST_F(MultiRankTest, EachRankReadsOnlyThePiecesItNeeds) {
   }
 }
 
+TEST_F(MultiRankTest, PiecesInRanksInterleavedFilesAreReadInPlace) {
+  // Two ranks save the row halves of three tensors: each rank's file holds
+  // a@[0, 0], b@[0, 0], c@[0, 0] or a@[32, 0], ..., so the two files' key
+  // ranges interleave. Each half is 8 pieces of 64 KiB.
+  std::vector<OwnedTensor> saved;
+  for (uint64_t i = 0; i < 3; ++i) {
+    saved.push_back(RandomTensor(DType::kFloat32, {64, 4096}, 50 + i));
+  }
+  const std::vector<std::string> names = {"a", "b", "c"};
+  std::vector<Status> results(2);
+  RunRanks(2, 0, [&](int r, Collective& c) {
+    auto writer = store_->NewWriter({.max_piece_bytes = 65536});
+    ASSERT_OK(writer);
+    StateDict sd;
+    for (size_t i = 0; i < names.size(); ++i) {
+      ShardedTensor st;
+      st.dtype = DType::kFloat32;
+      st.global_size = {64, 4096};
+      st.local_shards.push_back(
+          {{32 * r, 0}, saved[i].view.Narrow({32 * r, 0}, {32, 4096})});
+      sd[names[i]] = st;
+    }
+    results[r] =
+        Save(sd, **writer, {.checkpoint_id = "i", .collective = &c}).status();
+  });
+  for (const Status& s : results) ASSERT_OK(s);
+
+  std::vector<OwnedTensor> into;
+  StateDict sd;
+  for (size_t i = 0; i < names.size(); ++i) {
+    into.push_back(ZeroTensor(DType::kFloat32, {64, 4096}));
+    sd[names[i]] = into.back().view;
+  }
+  ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader());
+  ASSERT_OK(Load(&sd, *reader, {.checkpoint_id = "i"}));
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_TRUE(SameTensor(into[i].view, saved[i].view)) << names[i];
+  }
+  EXPECT_EQ(reader->stats().pieces_read, 48u);
+  EXPECT_EQ(reader->stats().pieces_read_in_place, 48u);
+  EXPECT_EQ(reader->stats().in_place_misses, 0u);
+}
+
 TEST_F(MultiRankTest, StrictLoadNamesEveryMissingFqnOnEveryRank) {
   SaveLayout("c", Rows(kRows, kCols, 2));
   const int n = 2;
