@@ -378,6 +378,27 @@ void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
   }
 }
 
+rocksdb::FSRandomAccessFile& RocksDBStorageReaderImpl::OwnHandle(Worker& worker,
+                                                                 const Run& run,
+                                                                 int f) const {
+  const InPlaceFile& file = run.files[f];
+  if (worker.files.size() < run.files.size()) {
+    worker.files.resize(run.files.size());
+  }
+  std::unique_ptr<rocksdb::FSRandomAccessFile>& own = worker.files[f];
+  if (!own) {
+    rocksdb::FileOptions fo;
+    fo.use_direct_reads = false;
+    if (!store_->fs()->NewRandomAccessFile(file.path, fo, &own, nullptr).ok()) {
+      own.reset();
+      return *file.file;
+    }
+    // Each thread reads its share front to back (Run::Claim).
+    own->Hint(rocksdb::FSRandomAccessFile::kSequential);
+  }
+  return *own;
+}
+
 bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
                                            const PlannedRead& pr, uint32_t p,
                                            uint64_t piece_first,
@@ -407,8 +428,9 @@ bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
   }
   rocksdb::Slice got;
   const rocksdb::IOStatus s =
-      file.file->Read(at, length, rocksdb::IOOptions(), &got,
-                      reinterpret_cast<char*>(target), nullptr);
+      OwnHandle(worker, run, f)
+          .Read(at, length, rocksdb::IOOptions(), &got,
+                reinterpret_cast<char*>(target), nullptr);
   bool verified = s.ok() && got.size() == length;
   if (verified && got.data() != reinterpret_cast<const char*>(target)) {
     std::memcpy(target, got.data(), length);

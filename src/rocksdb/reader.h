@@ -29,6 +29,7 @@
 #ifndef ROCKSDCP_SRC_ROCKSDB_READER_H_
 #define ROCKSDCP_SRC_ROCKSDB_READER_H_
 
+#include <rocksdb/file_system.h>
 #include <rocksdb/slice.h>
 
 #include <atomic>
@@ -117,6 +118,9 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     std::string bytes_buffer;  // Assembles byte items of several pieces.
     // A piece read in place for a box that takes only part of it.
     std::vector<uint8_t> in_place;
+    // Its own handles of the Run's files (by index), opened as it first
+    // reads each in place.
+    std::vector<std::unique_ptr<rocksdb::FSRandomAccessFile>> files;
     // For batches.
     std::vector<std::string> keys;
     std::vector<rocksdb::Slice> key_slices;
@@ -132,6 +136,11 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   // Reads piece `p` of split read `pr` in place, verifies it and copies
   // its part of the box. False (and the piece is to be fetched through
   // RocksDB) when it can't be read so or does not verify.
+  // The worker's own handle of file `f` of the run (so that each thread's
+  // reads keep their own readahead), or the shared one if it can't open
+  // one.
+  rocksdb::FSRandomAccessFile& OwnHandle(Worker& worker, const Run& run,
+                                         int f) const;
   bool ReadInPlace(Run& run, Worker& worker, const PlannedRead& pr, uint32_t p,
                    uint64_t piece_first, uint64_t* copied);
 
