@@ -121,11 +121,15 @@ def load_runs(path):
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     order = []
+    seen = set()
     iterations = {}
     medians = {}
     for b in data.get("benchmarks", []):
         name = b.get("run_name", b["name"])
-        if name not in iterations and name not in medians:
+        # Once per case: with --benchmark_report_aggregates_only, its mean
+        # comes before its median, and neither is an iteration.
+        if name not in seen:
+            seen.add(name)
             order.append(name)
         if b.get("run_type") == "aggregate":
             if b.get("aggregate_name") == "median":
