@@ -21,15 +21,14 @@
 
 namespace rocksdcp {
 
-// One of the checkpoint's SST files, opened through the store's file
-// system for pieces read in place.
+// One of the SST files that pieces are read from in place, as RocksDB
+// lists it. Each read thread opens it itself (OwnHandle).
 struct RocksDBStorageReaderImpl::InPlaceFile {
   std::string smallest;  // Its first and last user keys.
   std::string largest;
   uint64_t smallest_xxh3 = 0;  // As StorageInfo::file_first_key_xxh3.
   std::string path;
   uint64_t size = 0;
-  std::unique_ptr<rocksdb::FSRandomAccessFile> file;  // Once opened.
 };
 
 // The state one ReadData shares between its threads.
@@ -319,7 +318,7 @@ void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
         for (const rocksdb::SstFileMetaData& f : level.files) {
           run.files.push_back(
               {f.smallestkey, f.largestkey, format::Xxh3(f.smallestkey) | 1,
-               f.directory + "/" + f.relative_filename, f.size, nullptr});
+               f.directory + "/" + f.relative_filename, f.size});
         }
       }
       at->second.second = run.files.size();
@@ -327,9 +326,9 @@ void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
     return at->second;
   };
   // The file of `name` whose key range holds [first, last] and whose first
-  // key hashes to `wanted` (unless 0), opened; -1 if none or, without
-  // `wanted`, several. Ranks' files may overlap (each holds a rank's items,
-  // which interleave in key order).
+  // key hashes to `wanted` (unless 0); -1 if none or, without `wanted`,
+  // several. Ranks' files may overlap (each holds a rank's items, which
+  // interleave in key order).
   auto find = [&](const std::string& name, const std::string& first,
                   const std::string& last, uint64_t wanted) {
     const auto [begin, end] = files_of(name);
@@ -342,18 +341,6 @@ void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
         return -1;
       }
       found = static_cast<int>(f);
-    }
-    if (found < 0) return -1;
-    InPlaceFile& file = run.files[found];
-    if (!file.file) {
-      rocksdb::FileOptions fo;
-      fo.use_direct_reads = false;
-      if (!store_->fs()
-               ->NewRandomAccessFile(file.path, fo, &file.file, nullptr)
-               .ok()) {
-        file.file.reset();
-        return -1;
-      }
     }
     return found;
   };
@@ -378,10 +365,9 @@ void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
   }
 }
 
-rocksdb::FSRandomAccessFile& RocksDBStorageReaderImpl::OwnHandle(Worker& worker,
+rocksdb::FSRandomAccessFile* RocksDBStorageReaderImpl::OwnHandle(Worker& worker,
                                                                  const Run& run,
                                                                  int f) const {
-  const InPlaceFile& file = run.files[f];
   if (worker.files.size() < run.files.size()) {
     worker.files.resize(run.files.size());
   }
@@ -389,14 +375,16 @@ rocksdb::FSRandomAccessFile& RocksDBStorageReaderImpl::OwnHandle(Worker& worker,
   if (!own) {
     rocksdb::FileOptions fo;
     fo.use_direct_reads = false;
-    if (!store_->fs()->NewRandomAccessFile(file.path, fo, &own, nullptr).ok()) {
+    if (!store_->fs()
+             ->NewRandomAccessFile(run.files[f].path, fo, &own, nullptr)
+             .ok()) {
       own.reset();
-      return *file.file;
+      return nullptr;
     }
     // Each thread reads its share front to back (Run::Claim).
     own->Hint(rocksdb::FSRandomAccessFile::kSequential);
   }
-  return *own;
+  return own.get();
 }
 
 bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
@@ -412,6 +400,8 @@ bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
   const InPlaceFile& file = run.files[f];
   const uint64_t length = info.PieceLength(p);
   if (at > file.size || length > file.size - at) return false;
+  rocksdb::FSRandomAccessFile* handle = OwnHandle(worker, run, f);
+  if (handle == nullptr) return false;
   const uint64_t elem = DTypeSize(pr.item.dtype);
   // Straight into the destination when the box holds the whole piece
   // there as it is; else into the thread's buffer.
@@ -428,9 +418,8 @@ bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
   }
   rocksdb::Slice got;
   const rocksdb::IOStatus s =
-      OwnHandle(worker, run, f)
-          .Read(at, length, rocksdb::IOOptions(), &got,
-                reinterpret_cast<char*>(target), nullptr);
+      handle->Read(at, length, rocksdb::IOOptions(), &got,
+                   reinterpret_cast<char*>(target), nullptr);
   bool verified = s.ok() && got.size() == length;
   if (verified && got.data() != reinterpret_cast<const char*>(target)) {
     std::memcpy(target, got.data(), length);

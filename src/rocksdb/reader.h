@@ -130,16 +130,17 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
 
   struct Run;          // The shared state of one ReadData.
   struct InPlaceFile;  // A file pieces are read from in place.
-  // Sets pr.file for every split read the checkpoint's files let read in
-  // place, opening those files.
+  // Sets pr.file, pr.source_files and pr.in_place for every split read
+  // whose pieces the checkpoint's files (and its sources') let read in
+  // place.
   void FindInPlaceFiles(Run& run, size_t n) const;
   // Reads piece `p` of split read `pr` in place, verifies it and copies
   // its part of the box. False (and the piece is to be fetched through
   // RocksDB) when it can't be read so or does not verify.
-  // The worker's own handle of file `f` of the run (so that each thread's
-  // reads keep their own readahead), or the shared one if it can't open
-  // one.
-  rocksdb::FSRandomAccessFile& OwnHandle(Worker& worker, const Run& run,
+  // The worker's own handle of file `f` of the run, opened on first use
+  // (so that each thread's reads keep their own readahead); nullptr if it
+  // can't be opened (the piece is then read through RocksDB).
+  rocksdb::FSRandomAccessFile* OwnHandle(Worker& worker, const Run& run,
                                          int f) const;
   bool ReadInPlace(Run& run, Worker& worker, const PlannedRead& pr, uint32_t p,
                    uint64_t piece_first, uint64_t* copied);

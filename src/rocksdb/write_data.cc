@@ -852,8 +852,9 @@ Status RocksDBStorageWriterImpl::WritePiece(Job* job, Run* run,
   if (!info.piece_offsets.empty() && ref_value.empty() &&
       !run->encoder->last_compressed()) {
     const uint64_t at = run->files.ValueOffset(key, value);
-    if (at != 0)
+    if (at != 0) {
       info.piece_offsets[p] = at + run->encoder->last_payload_offset();
+    }
   }
   // A reference (an unchanged piece of an incremental save) is neither
   // compressed nor written: only encoded pieces tell the governor what
