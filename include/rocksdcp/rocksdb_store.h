@@ -531,13 +531,16 @@ struct RocksDBReaderOptions {
   // Default: true
   bool fill_cache = true;
 
-  // Read each piece of a multi-piece tensor whose offset in its file the
-  // checkpoint records (rocksdcp from 2026-12-03) straight from the file
-  // into its destination (or, for a box that takes part of the piece, into
-  // the thread's buffer), then verify it there against the metadata's
-  // XXH3-128 of the piece, before the tensor is committed. That skips
-  // RocksDB's copy of the piece into its block, its block checksum and
-  // the copy out of the block. A piece that does not verify this way
+  // Read each piece whose offset in its file the checkpoint records
+  // (rocksdcp from 2026-12-03: pieces of 4 KiB or more) straight from the
+  // file, then verify it against the metadata's XXH3-128 of the piece
+  // before it is used: a piece of a multi-piece tensor into its
+  // destination (or, for a box that takes part of the piece, into the
+  // thread's buffer), before the tensor is committed; the small items a
+  // load fetches in batches, those of a batch that lie in one file close
+  // together with one read into the thread's buffer (up to 1 MiB). That
+  // skips RocksDB's copy of the piece into its block, its block checksum
+  // and the copy out of the block. A piece that does not verify this way
   // (its part of the destination is zeroed) is read again through RocksDB,
   // which then reports what is wrong with it. Off: every piece is read
   // through RocksDB. Not with StoreOptions::use_direct_reads.

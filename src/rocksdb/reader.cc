@@ -298,7 +298,8 @@ int RocksDBStorageReaderImpl::ThreadsFor(
         n, std::max<uint64_t>(1, payload_bytes / kBytesPerAutoThread)));
   }
   const uint64_t per_thread = std::max(max_piece_bytes, kBatchPinnedBytes) +
-                              kPieceOverhead + 2 * max_compressed_piece_bytes;
+                              kMaxInPlaceSpan + kPieceOverhead +
+                              2 * max_compressed_piece_bytes;
   n = static_cast<int>(std::min<uint64_t>(
       n, std::max<uint64_t>(1, options_.memory_budget / per_thread)));
   n = std::min<int>(n, kMaxThreads);

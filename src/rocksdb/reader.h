@@ -65,6 +65,14 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
  private:
   using Item = StoredItem;
 
+  // A batch reads the pieces of its items that lie in place in one file,
+  // in file order, with one read of up to this many bytes each, if no two
+  // are more than kMaxInPlaceGap apart (what lies between them is read
+  // too: their blocks' trailers and keys, and items of the file the plan
+  // skips or that share blocks).
+  static constexpr uint64_t kMaxInPlaceSpan = 1 << 20;
+  static constexpr uint64_t kMaxInPlaceGap = 64 << 10;
+
   // One read item of the plan, checked against the metadata.
   struct PlannedRead {
     const ReadItem* ri = nullptr;
@@ -121,7 +129,10 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     // Its own handles of the Run's files (by index), opened as it first
     // reads each in place.
     std::vector<std::unique_ptr<rocksdb::FSRandomAccessFile>> files;
-    // For batches.
+    // For batches: which of its items are delivered, and the ones read
+    // through RocksDB.
+    std::vector<bool> batch_done;
+    std::vector<uint32_t> batch_reads;
     std::vector<std::string> keys;
     std::vector<rocksdb::Slice> key_slices;
     std::vector<rocksdb::PinnableSlice> values;
@@ -144,6 +155,17 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
                                          int f) const;
   bool ReadInPlace(Run& run, Worker& worker, const PlannedRead& pr, uint32_t p,
                    uint64_t piece_first, uint64_t* copied);
+  // The file (an index into the run's files) that piece `p` of `pr` can be
+  // read from in place, else -1.
+  static int InPlaceFileOf(const Run& run, const PlannedRead& pr, uint32_t p);
+  // Reads bytes [start, start + span) of file `f`, which hold the pieces
+  // of those items [begin, end) of batch `task` that lie in place in it;
+  // verifies each such piece against its hash, delivers it and marks it
+  // done in worker.batch_done. Those that don't verify, or all if the read
+  // fails, are left to be read through RocksDB.
+  Status ReadSpanInPlace(Run& run, Worker& worker, const Task& task,
+                         uint32_t begin, uint32_t end, int f, uint64_t start,
+                         uint64_t span);
 
   Status ReadDataSync(const LoadPlan& plan, LoadPlanner& planner);
   // A read of a read-only Store that found damage: NotFound when the
@@ -191,6 +213,9 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   Status DeliverTensor(Run& run, PlannedRead& pr,
                        const format::DecodedPiece* piece);
   Status DeliverBytes(Run& run, PlannedRead& pr, std::string_view data);
+  // DeliverTensor or DeliverBytes, as pr is.
+  Status DeliverPiece(Run& run, PlannedRead& pr,
+                      const format::DecodedPiece& piece);
   Status ReadWholeTensor(Run& run, Worker& worker, PlannedRead& pr);
   Status ReadTensorPiece(Run& run, Worker& worker, PlannedRead& pr, uint32_t p);
   Status ReadBytes(Run& run, Worker& worker, PlannedRead& pr);

@@ -43,11 +43,12 @@ namespace {
 // offsets and sizes take 1 KiB.
 constexpr uint64_t kValueSlack = 64 << 10;
 // A value of at least this many bytes starts a data block of its own, and
-// an uncompressed piece of a tensor of several pieces stored in one has
-// its payload's offset in the file recorded (StorageInfo::piece_offsets),
-// for loads to read it in place. Twice the checkpoint's block_size:
-// smaller values share blocks, as small items should.
-constexpr uint64_t kOwnBlockValueBytes = 32 << 10;
+// an uncompressed piece stored in one has its payload's offset in the file
+// recorded (StorageInfo::piece_offsets), for loads to read it in place.
+// Smaller values share blocks: RocksDB keeps an index entry of about 80
+// bytes per block in memory while a checkpoint's files are open, 2% of
+// the data at this size.
+constexpr uint64_t kOwnBlockValueBytes = 4 << 10;
 // What else a writer thread's SstFileWriter holds: its index, properties
 // and keys.
 constexpr uint64_t kThreadSlack = 1 << 20;
@@ -765,11 +766,8 @@ Status RocksDBStorageWriterImpl::WriteItemOfRun(Job* job, Run* run, size_t i) {
   const uint32_t num_pieces = payload->header.num_pieces;
   format::StorageInfo& info = run->info;
   info.piece_hashes.resize(num_pieces);
-  // Recorded for a tensor of several pieces, the ones a load reads piece
-  // by piece (single-piece items are fetched in batches).
-  const bool offsets =
-      payload->header.kind == format::ItemKind::kTensor && num_pieces > 1;
-  info.piece_offsets.assign(offsets ? num_pieces : 0, 0);
+  // Cleared below if no piece has one.
+  info.piece_offsets.assign(num_pieces, 0);
   info.sources.clear();
   info.source_file_first_key_xxh3.clear();
   info.piece_sources.clear();

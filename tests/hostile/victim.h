@@ -22,8 +22,12 @@ inline constexpr char kVictim[] = "victim";
 inline constexpr char kAfter[] = "after";
 
 // The victim is saved in pieces of this many bytes, so that its larger
-// items have several.
-inline constexpr uint64_t kVictimPieceBytes = 4096;
+// items have several; and under 4 KiB, so that every piece shares its data
+// block and loads read it through RocksDB, which sees what the forgeries
+// write over its key. (A piece of 4 KiB or more is read in place from the
+// file the save wrote, and checked against its hash: such a forgery does
+// not reach a load, which gets the saved bytes; verify reports it.)
+inline constexpr uint64_t kVictimPieceBytes = 3200;
 
 // The victim's state dict, every byte a function of its name, or zeros
 // (to load into):

@@ -582,6 +582,11 @@ TEST_F(CorruptionTest, MetadataThatDisagreesWithThePiecesIsCaught) {
     ASSERT_OK(info);
     info->piece_bytes = kPiece / 2;
     info->num_pieces = 5;
+    // Hashes and offsets must number the pieces: a forger who changes the
+    // cut drops them, or the metadata is refused whole.
+    info->piece_hashes.clear();
+    info->piece_offsets.clear();
+    info->file_first_key_xxh3 = 0;
     opt = format::EncodeStorageInfo(*info);
     value = format::EncodeMetadata(*metadata);
     raw.Put(kVictim, keys::kMetadataKey, value);

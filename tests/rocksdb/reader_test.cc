@@ -191,7 +191,7 @@ TEST_F(ReaderTest, CorruptPieceIsCaughtWithParallelReads) {
   }
 }
 
-TEST_F(ReaderTest, PiecesOfLargeTensorsAreReadInPlace) {
+TEST_F(ReaderTest, PiecesOfFourKiBOrMoreAreReadInPlace) {
   // 12 pieces of 64 KiB, the last one short; and small items around it.
   OwnedTensor big = RandomTensor(DType::kFloat32, {12, 16383}, 21);
   MixedState saved = MixedStateDict(2, false);
@@ -206,10 +206,10 @@ TEST_F(ReaderTest, PiecesOfLargeTensorsAreReadInPlace) {
     ASSERT_OK_AND_ASSIGN(auto reader, LoadWith(&into.dict, "p", options));
     EXPECT_TRUE(SameState(into.dict, saved.dict)) << in_place;
     EXPECT_TRUE(SameTensor(big_into.view, big.view)) << in_place;
-    // Every piece of 32 KiB or more of a multi-piece tensor: zbig's 12
-    // ("big" has 98688 bytes in two pieces; its second, 33152 bytes,
-    // too).
-    EXPECT_EQ(reader->stats().pieces_read_in_place, in_place ? 14u : 0u);
+    // Every piece of 4 KiB or more: zbig's 12, big's 2 (98688 bytes in
+    // pieces of 65536 and 33152) and long.bytes (20000 bytes, one piece,
+    // read in a batch with the small items).
+    EXPECT_EQ(reader->stats().pieces_read_in_place, in_place ? 15u : 0u);
     EXPECT_EQ(reader->stats().in_place_misses, 0u);
   }
 }
@@ -259,8 +259,83 @@ TEST_F(ReaderTest, APieceThatFailsInPlaceIsReadAgainThroughRocksDB) {
   EXPECT_EQ(std::memcmp(into.bytes.data(), big.bytes.data(), 4 * 65536), 0);
 }
 
+// Small items are fetched in batches; a batch reads those of its items
+// that lie in place in one file with one read, and the rest (under 4 KiB,
+// sharing blocks) through RocksDB.
+TEST_F(ReaderTest, ItemsOfABatchAreReadInPlaceTogether) {
+  std::vector<OwnedTensor> saved;
+  StateDict dict;
+  saved.reserve(30);
+  for (int i = 0; i < 30; ++i) {
+    // 1-15 KiB; the even ones of 4 KiB or more.
+    const int64_t kib = i % 2 == 0 ? 4 + i % 12 : 1 + i % 3;
+    saved.push_back(RandomTensor(DType::kUInt8, {kib, 1024}, 40 + i));
+    dict["t" + std::to_string(100 + i)] = saved.back().view;
+  }
+  dict["bytes.small"] = RandomBytes(100, 1);
+  dict["bytes.large"] = RandomBytes(5000, 2);
+  ASSERT_OK(SaveDict(dict, "b"));
+  for (int threads : {1, 3}) {
+    std::vector<OwnedTensor> into;
+    StateDict sd;
+    into.reserve(30);
+    for (int i = 0; i < 30; ++i) {
+      into.push_back(ZeroTensor(DType::kUInt8, saved[i].view.sizes));
+      sd["t" + std::to_string(100 + i)] = into.back().view;
+    }
+    sd["bytes.small"] = std::string();
+    sd["bytes.large"] = std::string();
+    ASSERT_OK_AND_ASSIGN(auto reader, LoadWith(&sd, "b", Threads(threads)));
+    for (int i = 0; i < 30; ++i) {
+      EXPECT_TRUE(SameTensor(into[i].view, saved[i].view)) << i;
+    }
+    EXPECT_EQ(std::get<std::string>(sd["bytes.small"]),
+              std::get<std::string>(dict["bytes.small"]));
+    EXPECT_EQ(std::get<std::string>(sd["bytes.large"]),
+              std::get<std::string>(dict["bytes.large"]));
+    EXPECT_EQ(reader->stats().pieces_read, 32u);
+    // The 15 even tensors and bytes.large.
+    EXPECT_EQ(reader->stats().pieces_read_in_place, 16u) << threads;
+    EXPECT_EQ(reader->stats().in_place_misses, 0u);
+  }
+}
+
+TEST_F(ReaderTest, AnItemOfABatchThatFailsInPlaceIsReadAgainThroughRocksDB) {
+  OwnedTensor a = RandomTensor(DType::kUInt8, {8, 1024}, 7);
+  OwnedTensor b = RandomTensor(DType::kUInt8, {8, 1024}, 8);
+  OwnedTensor c = RandomTensor(DType::kUInt8, {8, 1024}, 9);
+  ASSERT_OK(SaveDict({{"a", a.view}, {"b", b.view}, {"c", c.view}}, "d"));
+  CloseStore();
+  std::vector<std::string> ssts = SstFiles();
+  ASSERT_FALSE(ssts.empty());
+  // Inside b's data: a's block (8 KiB and a little) comes first.
+  FlipByte(ssts[0], 8192 + 4000);
+  OpenStore();
+
+  OwnedTensor a2 = ZeroTensor(DType::kUInt8, {8, 1024});
+  OwnedTensor b2 = ZeroTensor(DType::kUInt8, {8, 1024});
+  OwnedTensor c2 = ZeroTensor(DType::kUInt8, {8, 1024});
+  StateDict sd{{"a", a2.view}, {"b", b2.view}, {"c", c2.view}};
+  ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader(Threads(1)));
+  LoadOptions lo;
+  lo.checkpoint_id = "d";
+  EXPECT_THAT(Load(&sd, *reader, lo),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("'d'"), HasSubstr("'b@[0, 0]'"))));
+  // a and c verified in place; b did not, and RocksDB's read of it named
+  // the damage. None of b's bytes landed.
+  EXPECT_EQ(reader->stats().pieces_read_in_place, 2u);
+  EXPECT_EQ(reader->stats().in_place_misses, 1u);
+  EXPECT_TRUE(SameTensor(a2.view, a.view));
+  EXPECT_TRUE(SameTensor(c2.view, c.view));
+  EXPECT_TRUE(std::all_of(b2.bytes.begin(), b2.bytes.end(),
+                          [](uint8_t x) { return x == 0; }));
+}
+
 TEST_F(ReaderTest, MissingPieceKeyIsCorruptionNamingThePiece) {
-  // 16 pieces of 4 KiB; piece 5's key is deleted.
+  // 16 pieces of 4 KiB; piece 5's key is deleted. A load reading it in
+  // place would find its bytes still in the file, and check them: this one
+  // reads through RocksDB.
   OwnedTensor big = RandomTensor(DType::kUInt8, {16, 4096}, 5);
   ASSERT_OK(SaveDict({{"t", big.view}}, "m", {.max_piece_bytes = 4096}));
   auto& impl = dynamic_cast<StoreImpl&>(*store_);
@@ -275,7 +350,9 @@ TEST_F(ReaderTest, MissingPieceKeyIsCorruptionNamingThePiece) {
 
   OwnedTensor into = ZeroTensor(DType::kUInt8, {16, 4096});
   StateDict sd{{"t", into.view}};
-  EXPECT_THAT(LoadWith(&sd, "m", Threads(1)),
+  RocksDBReaderOptions options = Threads(1);
+  options.read_in_place = false;
+  EXPECT_THAT(LoadWith(&sd, "m", options),
               StatusIs(StatusCode::kCorruption,
                        AllOf(HasSubstr("'m'"), HasSubstr("piece 5 of 16"),
                              HasSubstr("is missing"))));
