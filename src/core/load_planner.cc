@@ -3,6 +3,7 @@
 // _create_read_items_for_chunk_list) over our StateDict.
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -189,10 +190,23 @@ Result<LoadPlan> DefaultLoadPlanner::CreateLocalPlan() {
   }
   const auto& saved = rep_->metadata->state_dict_metadata;
 
+  // Each state dict entry's saved entry, found once. Both maps are in fqn
+  // order, so where the state dict is all or most of the checkpoint the
+  // one after the last found is it, without a search (an optimizer's
+  // state of 50,000 small tensors spent a third of this looking up).
+  std::vector<decltype(saved.begin())> found;
+  found.reserve(rep_->state_dict->size());
+  auto next = saved.begin();
   // Name every missing fqn at once, so one failed load tells the whole story.
   std::string missing;
   for (const auto& [fqn, value] : *rep_->state_dict) {
-    if (saved.find(fqn) != saved.end()) continue;
+    auto it =
+        next != saved.end() && next->first == fqn ? next : saved.find(fqn);
+    found.push_back(it);
+    if (it != saved.end()) {
+      next = std::next(it);
+      continue;
+    }
     if (!missing.empty()) missing += ", ";
     missing += util::Quote(fqn);
   }
@@ -201,8 +215,10 @@ Result<LoadPlan> DefaultLoadPlanner::CreateLocalPlan() {
   }
 
   LoadPlan plan;
+  plan.items.reserve(rep_->state_dict->size());
+  size_t i = 0;
   for (const auto& [fqn, value] : *rep_->state_dict) {
-    auto it = saved.find(fqn);
+    auto it = found[i++];
     if (it == saved.end()) continue;
     const auto* tensor_md = std::get_if<TensorStorageMetadata>(&it->second);
     const bool dest_is_bytes = std::holds_alternative<std::string>(value);

@@ -408,9 +408,13 @@ Result<Metadata> DecodeMetadata(std::string_view value,
       std::string fqn = e->fqn()->str();  // Required, so verified present.
       ROCKSDCP_ASSIGN_OR_RETURN(StorageMetadata item,
                                 DecodeStateDictValue(*e, fqn));
-      // try_emplace leaves `fqn` alone when the key exists.
-      if (!out.state_dict_metadata.try_emplace(std::move(fqn), std::move(item))
-               .second) {
+      // Writers list entries in fqn order: at the end, each goes in
+      // without a search. try_emplace leaves `fqn` alone when the key
+      // exists.
+      const size_t before = out.state_dict_metadata.size();
+      out.state_dict_metadata.try_emplace(out.state_dict_metadata.end(),
+                                          std::move(fqn), std::move(item));
+      if (out.state_dict_metadata.size() == before) {
         return Bad("duplicate state_dict entry " + QuotedFqn(fqn));
       }
     }
