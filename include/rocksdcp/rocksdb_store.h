@@ -511,8 +511,10 @@ struct RocksDBReaderOptions {
 
   // Bounds the memory ReadData holds for what it reads: each thread holds
   // one piece (up to the max_piece_bytes the checkpoint was saved with)
-  // at a time, and for a compressed piece two more of its size (what it
-  // decodes into, and its planes), so ReadData starts at most
+  // at a time, or a batch of small items (up to 4 MiB of payload, and a
+  // 16 KiB block each); up to 1 MiB read in place (read_in_place); and
+  // for a compressed piece two more of its size (what it decodes into,
+  // and its planes), so ReadData starts at most
   // memory_budget / (what a thread needs for the plan's largest piece)
   // threads, but always at least one. Not counted: the
   // destinations (the state dict itself), the store's kept buffers
