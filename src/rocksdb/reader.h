@@ -97,7 +97,7 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     bool split = false;
     TensorView dest;
     std::atomic<uint32_t> pieces_left{0};
-    // Of a split read whose pieces can be read in place: the file that
+    // Of a read whose pieces can be read in place: the file that
     // holds them (an index into the Run's files), else -1; the same per
     // source of its pieces (StorageInfo::sources); and whether any is.
     int file = -1;
@@ -141,9 +141,8 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
 
   struct Run;          // The shared state of one ReadData.
   struct InPlaceFile;  // A file pieces are read from in place.
-  // Sets pr.file, pr.source_files and pr.in_place for every split read
-  // whose pieces the checkpoint's files (and its sources') let read in
-  // place.
+  // Sets pr.file, pr.source_files and pr.in_place for every read whose
+  // pieces the checkpoint's files (and its sources') let read in place.
   void FindInPlaceFiles(Run& run, size_t n) const;
   // Reads piece `p` of split read `pr` in place, verifies it and copies
   // its part of the box. False (and the piece is to be fetched through
