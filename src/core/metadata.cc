@@ -17,7 +17,9 @@ bool operator==(const MetadataIndex& a, const MetadataIndex& b) {
 }
 
 bool operator<(const MetadataIndex& a, const MetadataIndex& b) {
-  if (a.fqn != b.fqn) return a.fqn < b.fqn;
+  // One comparison of the fqns: sorting a checkpoint's many small items
+  // spends most of its time here.
+  if (const int c = a.fqn.compare(b.fqn); c != 0) return c < 0;
   return a.offset < b.offset;  // nullopt orders first.
 }
 

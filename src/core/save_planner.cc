@@ -90,16 +90,19 @@ Status ValidateChunks(const std::string& fqn, const TensorStorageMetadata& md) {
   return Status::InvalidArgument("item " + util::Quote(fqn) + ": " + problem);
 }
 
-// What every rank's items say about one fqn; they must agree.
-struct ItemShape {
-  int rank;
-  bool is_bytes;
-  DType dtype;
-  std::vector<int64_t> size;
+// The first item planned for an fqn, and its rank: every later item of
+// that fqn must agree with it.
+struct FirstOfFqn {
+  size_t rank;
+  const WriteItem* item;
 };
 
-std::string KindName(const ItemShape& s) {
-  return s.is_bytes ? "bytes" : "a tensor";
+bool IsBytes(const WriteItem& item) {
+  return item.type == WriteItemType::kByteIO;
+}
+
+std::string KindName(const WriteItem& item) {
+  return IsBytes(item) ? "bytes" : "a tensor";
 }
 
 // Checks that the ranks agree on what each fqn is (bytes or a tensor, and
@@ -128,58 +131,48 @@ size_t CountItems(const std::vector<SavePlan>& plans) {
   return n;
 }
 
-ItemShape ShapeOf(const WriteItem& item, size_t rank) {
-  ItemShape shape{static_cast<int>(rank),
-                  item.type == WriteItemType::kByteIO,
-                  DType::kFloat32,
-                  {}};
-  if (!shape.is_bytes) {
-    shape.dtype = item.tensor_data->properties.dtype;
-    shape.size = item.tensor_data->size;
-  }
-  return shape;
-}
-
 Status CheckPlansAgree(const std::vector<SavePlan>& plans) {
-  // Keyed by views of the items' fqns, which outlive the map.
-  std::unordered_map<std::string_view, ItemShape> shapes;
+  // Keyed by views of the items' fqns, which outlive the map; the values
+  // point at the items, never copy their sizes.
+  std::unordered_map<std::string_view, FirstOfFqn> firsts;
   IndexMap<const WriteItem*> seen;
   seen.reserve(CountItems(plans));
   for (size_t rank = 0; rank < plans.size(); ++rank) {
     for (const WriteItem& item : plans[rank].items) {
       const std::string& fqn = item.index.fqn;
-      const bool is_bytes = item.type == WriteItemType::kByteIO;
+      const bool is_bytes = IsBytes(item);
       if (!is_bytes && !item.tensor_data) {
         return Status::InvalidArgument(
             "item " + util::Quote(item.index.ToString()) + " on rank " +
             std::to_string(rank) + " is a tensor without tensor_data");
       }
-      auto [it, inserted] = shapes.try_emplace(fqn);
-      if (inserted) {
-        it->second = ShapeOf(item, rank);
-      } else {
-        const ItemShape& first = it->second;
-        const ItemShape shape = ShapeOf(item, rank);
+      auto [it, inserted] = firsts.try_emplace(fqn, FirstOfFqn{rank, &item});
+      if (!inserted) {
+        const WriteItem& first = *it->second.item;
+        const size_t first_rank = it->second.rank;
         auto ranks = [&](const std::string& a, const std::string& b) {
-          return a + " on rank " + std::to_string(first.rank) + " but " + b +
+          return a + " on rank " + std::to_string(first_rank) + " but " + b +
                  " on rank " + std::to_string(rank);
         };
-        if (first.is_bytes != shape.is_bytes) {
+        if (IsBytes(first) != is_bytes) {
           return Status::InvalidArgument(
               "item " + util::Quote(fqn) + " is " +
-              ranks(KindName(first), KindName(shape)));
+              ranks(KindName(first), KindName(item)));
         }
-        if (!is_bytes && first.dtype != shape.dtype) {
+        if (is_bytes) {
+          // Bytes have no dtype or size to disagree on.
+        } else if (first.tensor_data->properties.dtype !=
+                   item.tensor_data->properties.dtype) {
           return Status::InvalidArgument(
               "item " + util::Quote(fqn) + " has dtype " +
-              ranks(std::string(DTypeName(first.dtype)),
-                    std::string(DTypeName(shape.dtype))));
-        }
-        if (!is_bytes && first.size != shape.size) {
-          return Status::InvalidArgument("item " + util::Quote(fqn) +
-                                         " has global size " +
-                                         ranks(util::ShapeString(first.size),
-                                               util::ShapeString(shape.size)));
+              ranks(
+                  std::string(DTypeName(first.tensor_data->properties.dtype)),
+                  std::string(DTypeName(item.tensor_data->properties.dtype))));
+        } else if (first.tensor_data->size != item.tensor_data->size) {
+          return Status::InvalidArgument(
+              "item " + util::Quote(fqn) + " has global size " +
+              ranks(util::ShapeString(first.tensor_data->size),
+                    util::ShapeString(item.tensor_data->size)));
         }
       }
       auto [dup, fresh] = seen.try_emplace(&item.index, &item);

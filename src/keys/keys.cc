@@ -145,10 +145,16 @@ std::string PieceKey(const MetadataIndex& index, uint32_t piece) {
   // Fixed width, so that RocksDB's bytewise order is numeric order and an
   // item's pieces are read back in sequence.
   key += '#';
-  for (int shift = 28; shift >= 0; shift -= 4) {
-    key += kLowerHex[(piece >> shift) & 0xf];
-  }
+  key.append(kPieceDigits, '0');
+  SetKeyPiece(&key, piece);
   return key;
+}
+
+void SetKeyPiece(std::string* key, uint32_t piece) {
+  char* digits = key->data() + key->size() - kPieceDigits;
+  for (size_t i = 0; i < kPieceDigits; ++i) {
+    digits[i] = kLowerHex[(piece >> (4 * (kPieceDigits - 1 - i))) & 0xf];
+  }
 }
 
 Result<ParsedPieceKey> ParsePieceKey(std::string_view key) {

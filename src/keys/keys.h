@@ -34,6 +34,10 @@ Result<std::string> UnescapeFqn(std::string_view escaped);
 
 // The key of piece `piece` of item `index` (index.index is ignored).
 std::string PieceKey(const MetadataIndex& index, uint32_t piece);
+// Makes `key`, a key PieceKey returned, the key of piece `piece` of the
+// same item: the keys of one item differ only in their last digits.
+inline constexpr size_t kPieceDigits = 8;
+void SetKeyPiece(std::string* key, uint32_t piece);
 
 struct ParsedPieceKey {
   MetadataIndex index;

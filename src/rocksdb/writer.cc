@@ -276,7 +276,11 @@ Status RocksDBStorageWriterImpl::Finish(
 
   // Each file's smallest and largest key: an item's pieces are adjacent,
   // in piece order.
-  std::map<std::string, std::pair<std::string, std::string>> files;
+  using KeyRanges = std::map<std::string, std::pair<std::string, std::string>>;
+  KeyRanges files;
+  // The last item's file: a rank's items of one file come one after the
+  // other, so most items find their file without a search.
+  KeyRanges::iterator last_file = files.end();
   std::set<std::string> referenced;
   metadata->storage_data.clear();
   const std::string staging_prefix = store_->staging_root() + "/";
@@ -297,12 +301,20 @@ Status RocksDBStorageWriterImpl::Finish(
             " outside the store's staging directory");
       }
       std::string first = keys::PieceKey(r.index, 0);
-      std::string last =
-          keys::PieceKey(r.index, std::max<uint32_t>(info->num_pieces, 1) - 1);
-      auto [range, fresh] = files.try_emplace(info->file, first, last);
-      if (!fresh) {
-        range->second.first = std::min(range->second.first, first);
-        range->second.second = std::max(range->second.second, last);
+      std::string last = first;
+      keys::SetKeyPiece(&last, std::max<uint32_t>(info->num_pieces, 1) - 1);
+      if (last_file == files.end() || last_file->first != info->file) {
+        last_file = files.find(info->file);
+      }
+      if (last_file == files.end()) {
+        last_file = files
+                        .try_emplace(std::move(info->file), std::move(first),
+                                     std::move(last))
+                        .first;
+      } else {
+        auto& [lo, hi] = last_file->second;
+        if (first < lo) lo = std::move(first);
+        if (hi < last) hi = std::move(last);
       }
       info->file.clear();
       // An incremental save's references: only to what its base pinned.

@@ -216,6 +216,11 @@ std::string ChunkTilingProblem(const std::vector<int64_t>& size,
   }
   // Chunks within an empty tensor are empty too.
   if (*volume == 0) return "";
+  // One chunk within the size that covers its volume is the whole tensor:
+  // most tensors of a single rank's save.
+  if (nonempty.size() == 1 && covered == static_cast<uint64_t>(*volume)) {
+    return "";
+  }
   std::optional<Overlap> pair;
   if (covered == static_cast<uint64_t>(*volume)) {
     const std::optional<bool> exact = TilesByCorners(size, chunks, nonempty);

@@ -178,6 +178,17 @@ TEST_F(KeysTest, PiecesOfOneItemSortInNumericOrder) {
   }
 }
 
+TEST_F(KeysTest, SetKeyPieceMakesTheKeyOfAnotherPieceOfTheItem) {
+  for (const MetadataIndex& index :
+       {Chunk("w", {0, 512}), Chunk("w", {}), ByteItem("a#b@c")}) {
+    std::string key = PieceKey(index, 7);
+    for (uint32_t p : {0u, 1u, 10u, 0xabcdu, 0xffffffffu}) {
+      SetKeyPiece(&key, p);
+      EXPECT_EQ(key, PieceKey(index, p)) << "item " << index.ToString();
+    }
+  }
+}
+
 TEST_F(KeysTest, MetadataKeyCannotBeAPieceKey) {
   EXPECT_EQ(kMetadataKey.find('#'), std::string_view::npos);
   EXPECT_EQ(kMetadataKey.find('@'), std::string_view::npos);
