@@ -298,7 +298,8 @@ Status RocksDBStorageReaderImpl::ReadWholeTensor(Run& run, Worker& worker,
   return DeliverTensor(run, pr, &piece);
 }
 
-void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
+void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run,
+                                                const KeyedReads& keyed) const {
   if (!options_.read_in_place || store_->use_direct_reads()) return;
   // Per column family (the checkpoint's, "", and those it references), its
   // files' [begin, end) in run.files, listed once, on first need.
@@ -344,13 +345,17 @@ void RocksDBStorageReaderImpl::FindInPlaceFiles(Run& run, size_t n) const {
     }
     return found;
   };
-  for (size_t i = 0; i < n; ++i) {
+  std::string last_of_several;
+  for (size_t i = 0; i < keyed.size(); ++i) {
     PlannedRead& pr = run.reads[i];
     const format::StorageInfo& info = pr.item.info;
     if (info.piece_offsets.empty()) continue;
-    const std::string first = keys::PieceKey(pr.ri->storage_index, 0);
-    const std::string last =
-        keys::PieceKey(pr.ri->storage_index, info.num_pieces - 1);
+    const std::string& first = keyed[i].first;
+    if (info.num_pieces > 1) {
+      last_of_several = first;
+      keys::SetKeyPiece(&last_of_several, info.num_pieces - 1);
+    }
+    const std::string& last = info.num_pieces > 1 ? last_of_several : first;
     pr.file = find("", first, last, info.file_first_key_xxh3);
     bool any = pr.file >= 0;
     pr.source_files.assign(info.sources.size(), -1);
@@ -431,15 +436,14 @@ bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
   const rocksdb::IOStatus s =
       handle->Read(at, length, rocksdb::IOOptions(), &got,
                    reinterpret_cast<char*>(target), nullptr);
-  bool verified = s.ok() && got.size() == length;
-  if (verified && got.data() != reinterpret_cast<const char*>(target)) {
+  const bool read = s.ok() && got.size() == length;
+  if (read && got.data() != reinterpret_cast<const char*>(target)) {
     std::memcpy(target, got.data(), length);
   }
-  verified =
-      verified && format::Xxh3_128(target, length) == info.piece_hashes[p];
-  if (!verified) {
+  if (!CountInPlace(
+          read && format::Xxh3_128(target, length) == info.piece_hashes[p],
+          length)) {
     if (whole) std::memset(target, 0, length);
-    in_place_misses_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   if (whole) {
@@ -450,6 +454,14 @@ bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
     piece.size = length;
     piece.stored_size = length;
     *copied = CopyBoxPart(pr, pr.dest, piece_first, piece);
+  }
+  return true;
+}
+
+bool RocksDBStorageReaderImpl::CountInPlace(bool verified, uint64_t length) {
+  if (!verified) {
+    in_place_misses_.fetch_add(1, std::memory_order_relaxed);
+    return false;
   }
   pieces_in_place_.fetch_add(1, std::memory_order_relaxed);
   pieces_read_.fetch_add(1, std::memory_order_relaxed);
@@ -543,14 +555,11 @@ Status RocksDBStorageReaderImpl::ReadSpanInPlace(Run& run, Worker& worker,
                  (pr.item.info.piece_offsets[p] - start);
     piece.size = pr.item.info.PieceLength(p);
     piece.stored_size = piece.size;
-    if (format::Xxh3_128(piece.data, piece.size) !=
-        pr.item.info.piece_hashes[p]) {
-      in_place_misses_.fetch_add(1, std::memory_order_relaxed);
+    if (!CountInPlace(format::Xxh3_128(piece.data, piece.size) ==
+                          pr.item.info.piece_hashes[p],
+                      piece.size)) {
       continue;  // Read again through RocksDB, which says what is wrong.
     }
-    pieces_in_place_.fetch_add(1, std::memory_order_relaxed);
-    pieces_read_.fetch_add(1, std::memory_order_relaxed);
-    bytes_read_.fetch_add(piece.size, std::memory_order_relaxed);
     ROCKSDCP_RETURN_IF_ERROR(DeliverPiece(run, pr, piece));
     worker.batch_done[i] = true;
   }
@@ -668,8 +677,9 @@ void RocksDBStorageReaderImpl::Work(Run& run, size_t thread, Worker& worker) {
   worker.referenced.Reset();
 }
 
-std::vector<uint32_t> RocksDBStorageReaderImpl::KeyOrder(const LoadPlan& plan) {
-  std::vector<std::pair<std::string, uint32_t>> keyed;
+RocksDBStorageReaderImpl::KeyedReads RocksDBStorageReaderImpl::KeyOrder(
+    const LoadPlan& plan) {
+  KeyedReads keyed;
   keyed.reserve(plan.items.size());
   for (uint32_t i = 0; i < plan.items.size(); ++i) {
     keyed.emplace_back(keys::PieceKey(plan.items[i].storage_index, 0), i);
@@ -678,10 +688,7 @@ std::vector<uint32_t> RocksDBStorageReaderImpl::KeyOrder(const LoadPlan& plan) {
   std::stable_sort(
       keyed.begin(), keyed.end(),
       [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<uint32_t> order;
-  order.reserve(keyed.size());
-  for (const auto& k : keyed) order.push_back(k.second);
-  return order;
+  return keyed;
 }
 
 Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
@@ -697,11 +704,11 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
   uint64_t max_piece = 0;
   uint64_t max_compressed_piece = 0;
   ChunkFinder chunks;
-  const std::vector<uint32_t> order = KeyOrder(plan);
+  KeyedReads keyed = KeyOrder(plan);
   for (size_t i = 0; i < n; ++i) {
     PlannedRead& pr = run.reads[i];
-    ROCKSDCP_RETURN_IF_ERROR(Plan(plan.items[order[i]], planner, chunks, &pr,
-                                  static_cast<uint32_t>(i), &run.tasks));
+    ROCKSDCP_RETURN_IF_ERROR(Plan(plan.items[keyed[i].second], planner, chunks,
+                                  &pr, static_cast<uint32_t>(i), &run.tasks));
     run.progress.bytes_total += pr.bytes;
     const uint64_t piece =
         std::min(pr.item.info.piece_bytes, pr.item.info.length);
@@ -711,7 +718,8 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
     }
   }
   run.progress.items_total = n;
-  FindInPlaceFiles(run, n);
+  FindInPlaceFiles(run, keyed);
+  keyed = KeyedReads();  // Not needed while reading.
 
   const int threads = ThreadsFor(run.tasks, run.progress.bytes_total, max_piece,
                                  max_compressed_piece);

@@ -141,17 +141,25 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
 
   struct Run;          // The shared state of one ReadData.
   struct InPlaceFile;  // A file pieces are read from in place.
+  // The first key of each read of a run, and the read's index in the plan,
+  // in key order (KeyOrder).
+  using KeyedReads = std::vector<std::pair<std::string, uint32_t>>;
   // Sets pr.file, pr.source_files and pr.in_place for every read whose
   // pieces the checkpoint's files (and its sources') let read in place.
-  void FindInPlaceFiles(Run& run, size_t n) const;
-  // Reads piece `p` of split read `pr` in place, verifies it and copies
-  // its part of the box. False (and the piece is to be fetched through
-  // RocksDB) when it can't be read so or does not verify.
+  // `keyed[i].first` is the first key of run.reads[i].
+  void FindInPlaceFiles(Run& run, const KeyedReads& keyed) const;
   // The worker's own handle of file `f` of the run, opened on first use
   // (so that each thread's reads keep their own readahead); nullptr if it
   // can't be opened (the piece is then read through RocksDB).
   rocksdb::FSRandomAccessFile* OwnHandle(Worker& worker, const Run& run,
                                          int f) const;
+  // Whether a piece of `length` bytes read in place is `verified` (read
+  // whole and matching its hash); counts it as read in place, or as a
+  // miss to be read again through RocksDB.
+  bool CountInPlace(bool verified, uint64_t length);
+  // Reads piece `p` of split read `pr` in place, verifies it and copies
+  // its part of the box. False (and the piece is to be fetched through
+  // RocksDB) when it can't be read so or does not verify.
   bool ReadInPlace(Run& run, Worker& worker, const PlannedRead& pr, uint32_t p,
                    uint64_t piece_first, uint64_t* copied);
   // The file (an index into the run's files) that piece `p` of `pr` can be
@@ -178,7 +186,7 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   // in the files wherever the two differ (layers.1 before layers.10 in
   // key order, after it in a state dict), and the kernel's readahead
   // restarted at every jump.
-  static std::vector<uint32_t> KeyOrder(const LoadPlan& plan);
+  static KeyedReads KeyOrder(const LoadPlan& plan);
   Result<Item> LookupItem(const MetadataIndex& index, bool tensor,
                           ChunkFinder& chunks) const;
   Status Plan(const ReadItem& ri, LoadPlanner& planner, ChunkFinder& chunks,
