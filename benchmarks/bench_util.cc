@@ -72,6 +72,7 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   int64_t iterations = 0;  // --iterations=N, when given.
   int64_t read_in_place = 1;
   int64_t read_threads = -1;  // --read_threads=N, when given.
+  int64_t prefetch_mib = -1;  // --prefetch_mib=N, when given.
   for (int i = 1; i < *argc; ++i) {
     const std::string_view arg = argv[i];
     bool ok = true;
@@ -80,6 +81,7 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
         IntFlag(arg, "--iterations=", 1, 1000, &iterations, &ok) ||
         IntFlag(arg, "--read_in_place=", 0, 1, &read_in_place, &ok) ||
         IntFlag(arg, "--read_threads=", 0, 64, &read_threads, &ok) ||
+        IntFlag(arg, "--prefetch_mib=", 0, 1 << 20, &prefetch_mib, &ok) ||
         IntFlag(arg, "--throttle_mbps=", 0, 100000, &config->throttle_mbps,
                 &ok)) {
       if (!ok) return false;
@@ -140,6 +142,9 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "  --read_threads=N  loads read with N threads "
             "(RocksDBReaderOptions::read_threads;\n"
             "               default: the profile's)\n"
+            "  --prefetch_mib=N  loads read up to N MiB ahead while they "
+            "plan (RocksDBReaderOptions::\n"
+            "               prefetch_bytes; 0 off; default: the profile's)\n"
             "  --throttle_mbps=N  limit the run's reads and writes of the "
             "scratch disk to N MB/s\n"
             "               (a cgroup v1 blkio group; needs root; default 0, "
@@ -161,6 +166,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   config->profile.reader.read_in_place = read_in_place != 0;
   if (read_threads >= 0) {
     config->profile.reader.read_threads = static_cast<int>(read_threads);
+  }
+  if (prefetch_mib >= 0) {
+    config->profile.reader.prefetch_bytes = static_cast<uint64_t>(prefetch_mib)
+                                            << 20;
   }
   return true;
 }

@@ -46,7 +46,8 @@ DeviceProfile ServerProfile();
 //   for a board already.
 // - writer: memory_budget 32 MiB, two write threads, 128 KiB pieces (the
 //   default).
-// - reader: memory_budget 16 MiB, two read threads.
+// - reader: memory_budget 16 MiB, two read threads; up to 64 MiB read
+//   ahead into the page cache while a load plans (prefetch_bytes).
 // - async: staging_budget 128 MiB, prefaulted: a save of a larger state
 //   dict blocks until all but 128 MiB of it is written.
 DeviceProfile SmallDeviceProfile();

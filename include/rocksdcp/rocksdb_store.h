@@ -549,6 +549,21 @@ struct RocksDBReaderOptions {
   // Default: true
   bool read_in_place = true;
 
+  // While a load reads and decodes the checkpoint's metadata and plans,
+  // before ReadData reads, a thread asks the kernel to read the files of
+  // the checkpoint's column family ahead, in key order (the order loads
+  // read in), 8 MiB at a time, until ReadData begins or it has asked for
+  // this many bytes. So the disk works while the CPU plans: for a
+  // checkpoint of many small items that is a fair part of a cold load.
+  // It holds no memory of the process (the pages are the kernel's page
+  // cache, which it reclaims), and stops once ReadData reads, whose own
+  // reads it would only compete with. A partial load may have the disk
+  // read up to this many bytes it does not need. Pieces an incremental
+  // checkpoint references in other column families are not read ahead.
+  // Nothing with StoreOptions::use_direct_reads. 0 turns it off.
+  // Default: 256 MiB
+  uint64_t prefetch_bytes = 256ull << 20;
+
   // ---- Integrity ----
 
   // Verify RocksDB's checksum of every block a piece is read from, before
@@ -578,6 +593,9 @@ struct ReaderStats {
   // Pieces read in place that did not verify, and were read again through
   // RocksDB.
   uint64_t in_place_misses = 0;
+  // Bytes of the checkpoint's files asked to be read ahead
+  // (RocksDBReaderOptions::prefetch_bytes).
+  uint64_t bytes_prefetched = 0;
   // Threads the latest ReadData read with (see read_threads).
   uint32_t read_threads = 0;
 };

@@ -13,6 +13,7 @@ DeviceProfile SmallDeviceProfile() {
   p.writer.write_threads = 2;
   p.reader.memory_budget = 16ull << 20;
   p.reader.read_threads = 2;
+  p.reader.prefetch_bytes = 64ull << 20;
   p.async.staging_budget = 128ull << 20;
   return p;
 }

@@ -728,6 +728,9 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
   for (const Task& task : run.tasks) task_bytes.push_back(TaskBytes(run, task));
   run.Share(threads, task_bytes);
   std::vector<Worker> workers(threads);
+  // From here on the reads ask for what they need: hints ahead of them
+  // only compete with them (benchmarks/README.md).
+  StopPrefetch();
   // A share whose thread could not be started is taken over by the
   // others, and its worker, run after them, finds it done.
   const size_t ran = util::RunOnThreads(

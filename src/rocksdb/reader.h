@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "format/piece_codec.h"
@@ -240,6 +241,14 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   static uint64_t RowStart(const PlannedRead& pr,
                            const std::vector<int64_t>& idx);
 
+  // Starts a thread that asks the kernel to read the files of `c`'s own
+  // column family ahead, in key order, up to options_.prefetch_bytes
+  // (RocksDBReaderOptions::prefetch_bytes); stops the one before, if any.
+  void StartPrefetch(const CommittedCheckpoint& c);
+  // Stops the prefetch thread, if any, and waits for it: it asks for
+  // nothing more.
+  void StopPrefetch();
+
   std::string Where() const;
   std::string ItemWhere(const MetadataIndex& index) const;
   std::string PieceWhere(const PlannedRead& pr, uint32_t p) const;
@@ -259,6 +268,10 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   std::atomic<uint32_t> last_read_threads_{0};
   std::atomic<uint64_t> pieces_in_place_{0};
   std::atomic<uint64_t> in_place_misses_{0};
+  std::atomic<uint64_t> bytes_prefetched_{0};
+
+  std::thread prefetch_;
+  std::atomic<bool> stop_prefetch_{false};
 };
 
 }  // namespace rocksdcp

@@ -32,6 +32,7 @@ TEST(DeviceProfileTest, SmallDeviceBudgetsAreSmall) {
             uint64_t{32} << 20);
   EXPECT_LE(p.async.staging_budget, uint64_t{128} << 20);
   EXPECT_EQ(p.reader.read_threads, 2);
+  EXPECT_LE(p.reader.prefetch_bytes, uint64_t{64} << 20);
   EXPECT_EQ(p.writer.write_threads, 2);
   // Safety is not what a small device saves on.
   EXPECT_TRUE(p.reader.verify_block_checksums);
@@ -94,6 +95,7 @@ TEST_F(SmallDeviceTest, SavesAndLoadsBitExact) {
   EXPECT_TRUE(Same(into, saved));
   EXPECT_GE(reader->stats().read_threads, 1u);
   EXPECT_LE(reader->stats().read_threads, 2u);
+  EXPECT_LE(reader->stats().bytes_prefetched, profile_.reader.prefetch_bytes);
 }
 
 TEST_F(SmallDeviceTest, AsyncSaveStagesWithinItsPool) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -212,6 +213,56 @@ TEST_F(ReaderTest, PiecesOfFourKiBOrMoreAreReadInPlace) {
     EXPECT_EQ(reader->stats().pieces_read_in_place, in_place ? 15u : 0u);
     EXPECT_EQ(reader->stats().in_place_misses, 0u);
   }
+}
+
+TEST_F(ReaderTest, PrefetchAsksForAtMostItsBytesAndTheLoadIsBitExact) {
+  // 4 MiB in pieces of 64 KiB, and small items around it.
+  OwnedTensor big = RandomTensor(DType::kUInt8, {64, 65536}, 31);
+  MixedState saved = MixedStateDict(2, false);
+  saved.dict["zbig"] = big.view;
+  ASSERT_OK(SaveDict(saved.dict, "f", {.max_piece_bytes = 65536}));
+  uint64_t file_bytes = 0;
+  for (const std::string& sst : SstFiles()) {
+    file_bytes += std::filesystem::file_size(sst);
+  }
+  for (uint64_t cap : {uint64_t{0}, uint64_t{1} << 20, uint64_t{256} << 20}) {
+    RocksDBReaderOptions options = Threads(2);
+    options.prefetch_bytes = cap;
+    MixedState into = MixedStateDict(0, true);
+    OwnedTensor big_into = ZeroTensor(DType::kUInt8, {64, 65536});
+    into.dict["zbig"] = big_into.view;
+    ASSERT_OK_AND_ASSIGN(auto reader, LoadWith(&into.dict, "f", options));
+    EXPECT_TRUE(SameState(into.dict, saved.dict)) << cap;
+    EXPECT_TRUE(SameTensor(big_into.view, big.view)) << cap;
+    // How much it asked for depends on how long the load planned; never
+    // more than the cap, or than the checkpoint's files hold.
+    EXPECT_LE(reader->stats().bytes_prefetched, cap);
+    EXPECT_LE(reader->stats().bytes_prefetched, file_bytes);
+  }
+}
+
+TEST_F(ReaderTest, AReaderLeftAfterReadMetadataStopsItsPrefetch) {
+  OwnedTensor big = RandomTensor(DType::kUInt8, {64, 65536}, 32);
+  ASSERT_OK(SaveDict({{"t", big.view}}, "g", {.max_piece_bytes = 65536}));
+  {
+    // Destroyed while it may still be asking: it waits for its thread.
+    ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader({}));
+    ASSERT_OK(reader->Reset("g"));
+    ASSERT_OK(reader->ReadMetadata().status());
+  }
+  ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader({}));
+  ASSERT_OK(reader->Reset("g"));
+  ASSERT_OK(reader->ReadMetadata().status());
+  // Reset stops it too; the same reader then loads.
+  OwnedTensor into = ZeroTensor(DType::kUInt8, {64, 65536});
+  StateDict sd{{"t", into.view}};
+  ASSERT_OK(Load(&sd, *reader, {.checkpoint_id = "g"}));
+  EXPECT_TRUE(SameTensor(into.view, big.view));
+  // The checkpoint can go, and the store close, with the reader still
+  // there.
+  ASSERT_OK(store_->Delete("g"));
+  reader.reset();
+  CloseStore();
 }
 
 TEST_F(ReaderTest, BoxesTakingPartOfAPieceReadItInPlaceToo) {
