@@ -730,7 +730,7 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
   std::vector<Worker> workers(threads);
   // From here on the reads ask for what they need: hints ahead of them
   // only compete with them (benchmarks/README.md).
-  StopPrefetch();
+  EndPrefetch();
   // A share whose thread could not be started is taken over by the
   // others, and its worker, run after them, finds it done.
   const size_t ran = util::RunOnThreads(

@@ -198,7 +198,7 @@ ReaderStats RocksDBStorageReaderImpl::stats() const {
 std::future<Status> RocksDBStorageReaderImpl::ReadData(const LoadPlan& plan,
                                                        LoadPlanner& planner) {
   Status s = ReadDataSync(plan, planner);
-  StopPrefetch();  // If the read failed before it began.
+  EndPrefetch();  // If the read failed before it began.
   return util::ReadyFuture(ExplainReadOnlyRace(std::move(s)));
 }
 

@@ -248,6 +248,11 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   // Stops the prefetch thread, if any, and waits for it: it asks for
   // nothing more.
   void StopPrefetch();
+  // Tells the prefetch thread to ask for nothing more, without waiting
+  // for the hint it may be in: that can take as long as the kernel takes
+  // to queue 8 MiB of reads. StopPrefetch (Reset, the next ReadMetadata,
+  // the destructor) waits for it.
+  void EndPrefetch() { stop_prefetch_.store(true, std::memory_order_relaxed); }
 
   std::string Where() const;
   std::string ItemWhere(const MetadataIndex& index) const;
