@@ -71,8 +71,9 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   int out = 1;
   int64_t iterations = 0;  // --iterations=N, when given.
   int64_t read_in_place = 1;
-  int64_t read_threads = -1;  // --read_threads=N, when given.
-  int64_t prefetch_mib = -1;  // --prefetch_mib=N, when given.
+  int64_t read_threads = -1;     // --read_threads=N, when given.
+  int64_t prefetch_mib = -1;     // --prefetch_mib=N, when given.
+  int64_t direct_span_mib = -1;  // --direct_span_mib=N, when given.
   for (int i = 1; i < *argc; ++i) {
     const std::string_view arg = argv[i];
     bool ok = true;
@@ -82,6 +83,7 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
         IntFlag(arg, "--read_in_place=", 0, 1, &read_in_place, &ok) ||
         IntFlag(arg, "--read_threads=", 0, 64, &read_threads, &ok) ||
         IntFlag(arg, "--prefetch_mib=", 0, 1 << 20, &prefetch_mib, &ok) ||
+        IntFlag(arg, "--direct_span_mib=", 0, 1 << 10, &direct_span_mib, &ok) ||
         IntFlag(arg, "--throttle_mbps=", 0, 100000, &config->throttle_mbps,
                 &ok)) {
       if (!ok) return false;
@@ -145,6 +147,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "  --prefetch_mib=N  loads read up to N MiB ahead while they "
             "plan (RocksDBReaderOptions::\n"
             "               prefetch_bytes; 0 off; default: the profile's)\n"
+            "  --direct_span_mib=N  loads read what is not cached with "
+            "O_DIRECT, N MiB at a time\n"
+            "               (RocksDBReaderOptions::direct_span_bytes; 0 off; "
+            "default: the profile's)\n"
             "  --throttle_mbps=N  limit the run's reads and writes of the "
             "scratch disk to N MB/s\n"
             "               (a cgroup v1 blkio group; needs root; default 0, "
@@ -166,6 +172,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   config->profile.reader.read_in_place = read_in_place != 0;
   if (read_threads >= 0) {
     config->profile.reader.read_threads = static_cast<int>(read_threads);
+  }
+  if (direct_span_mib >= 0) {
+    config->profile.reader.direct_span_bytes =
+        static_cast<uint64_t>(direct_span_mib) << 20;
   }
   if (prefetch_mib >= 0) {
     config->profile.reader.prefetch_bytes = static_cast<uint64_t>(prefetch_mib)
@@ -306,6 +316,7 @@ Status ScratchStore::ReopenCold() {
 Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
                  Status setup, const std::function<Status()>& load) {
   Status s = std::move(setup);
+  if (s.ok() && !cold) s = WarmDirCache(store.dir());
   if (s.ok()) s = load();
   if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   double reopen_ms = 0;
@@ -463,6 +474,28 @@ Status DropDirCache(const std::string& dir) {
        fs::recursive_directory_iterator(dir, ec)) {
     if (e.is_regular_file()) {
       ROCKSDCP_RETURN_IF_ERROR(DropPageCache(e.path().string()));
+    }
+  }
+  if (ec) return Status::IOError("listing " + dir + ": " + ec.message());
+  return Status::OK();
+}
+
+Status WarmDirCache(const std::string& dir) {
+  std::vector<uint8_t> buffer(1 << 20);
+  std::error_code ec;
+  for (const fs::directory_entry& e :
+       fs::recursive_directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;
+    const std::string path = e.path().string();
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return Errno("open", path);
+    ssize_t n;
+    while ((n = ::read(fd, buffer.data(), buffer.size())) > 0) {
+    }
+    const int err = n < 0 ? errno : 0;
+    ::close(fd);
+    if (err != 0) {
+      return Status::IOError("read " + path + ": " + std::strerror(err));
     }
   }
   if (ec) return Status::IOError("listing " + dir + ": " + ec.message());

@@ -192,9 +192,9 @@ class ScratchStore {
   std::unique_ptr<Store> store_;
 };
 
-// The load cases' loop, after their setup (`setup` its status): one
-// untimed load, which checks the setup and, since RocksDB's SST writer
-// drops what it writes from the page cache, makes a warm run warm; then
+// The load cases' loop, after their setup (`setup` its status): for a
+// warm run, the store's files read into the page cache (WarmDirCache); one
+// untimed load, which checks the setup; then
 // one timed `load` per iteration, cold ones after ReopenCold. Returns the
 // first failure, which also ends the case.
 Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
@@ -241,6 +241,13 @@ Status DropPageCache(const std::string& path);
 // Drops every regular file under `dir` (a store, a checkpoint directory, a
 // RocksDB) from the page cache.
 Status DropDirCache(const std::string& dir);
+
+// Reads every regular file under `dir` through the page cache, so that
+// the next read of it comes from memory. A warm load needs it: saves drop
+// what they write from the page cache, and loads read what is not cached
+// with O_DIRECT (RocksDBReaderOptions::direct_span_bytes), which leaves it
+// uncached.
+Status WarmDirCache(const std::string& dir);
 
 // fsyncs a directory, making the names created in it durable.
 Status FsyncDir(const std::string& dir);

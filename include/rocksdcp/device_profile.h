@@ -39,15 +39,17 @@ DeviceProfile ServerProfile();
 // disk, not the CPU, so two threads each keep it busy; fewer buffers cost
 // no speed there.
 //
-// - store: one background job; a read buffer pool of 8 MiB (it serves only
-//   pieces of 1 MiB and more, which this profile does not write); at most
+// - store: one background job; a read buffer pool of 8 MiB (it serves
+//   pieces of 1 MiB and more, which this profile does not write, and the
+//   readers' O_DIRECT buffers, 2 MiB each); at most
 //   16 MiB of write-ahead log, and of metadata held in memory for it. The
 //   checkpoints' block cache is 8 MiB under every profile, small enough
 //   for a board already.
 // - writer: memory_budget 32 MiB, two write threads, 128 KiB pieces (the
 //   default).
 // - reader: memory_budget 16 MiB, two read threads; up to 64 MiB read
-//   ahead into the page cache while a load plans (prefetch_bytes).
+//   ahead into the page cache while a load plans (prefetch_bytes); what
+//   is not cached read with O_DIRECT 2 MiB at a time (direct_span_bytes).
 // - async: staging_budget 128 MiB, prefaulted: a save of a larger state
 //   dict blocks until all but 128 MiB of it is written.
 DeviceProfile SmallDeviceProfile();

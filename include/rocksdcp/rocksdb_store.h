@@ -512,10 +512,10 @@ struct RocksDBReaderOptions {
   // Bounds the memory ReadData holds for what it reads: each thread holds
   // one piece (up to the max_piece_bytes the checkpoint was saved with)
   // at a time, or a batch of small items (up to 4 MiB of payload, and a
-  // 16 KiB block each); up to 1 MiB read in place (read_in_place); and
-  // for a compressed piece two more of its size (what it decodes into,
-  // and its planes), so ReadData starts at most
-  // memory_budget / (what a thread needs for the plan's largest piece)
+  // 16 KiB block each); up to 1 MiB read in place (read_in_place) and
+  // direct_span_bytes read with O_DIRECT; and for a compressed piece two more
+  // of its size (what it decodes into, and its planes), so ReadData starts at
+  // most memory_budget / (what a thread needs for the plan's largest piece)
   // threads, but always at least one. Not counted: the
   // destinations (the state dict itself), the store's kept buffers
   // (StoreOptions::read_buffer_pool_bytes), the 8 MiB block cache, and a
@@ -564,6 +564,28 @@ struct RocksDBReaderOptions {
   // Default: 256 MiB
   uint64_t prefetch_bytes = 256ull << 20;
 
+  // Pieces read in place (read_in_place) that are not in the page cache
+  // are read with O_DIRECT: a read thread reads up to this many bytes of
+  // its share of a file at once (the pieces it reads next, and what lies
+  // between them), aligned to the device's blocks, into a buffer of its
+  // own, verifies each piece there and copies it to its destination. So
+  // the disk sees large reads, one per thread in flight, and the kernel
+  // neither fills its page cache nor copies out of it; the page cache is
+  // left to what else the machine caches (a trainer's data set). Before
+  // each such read the thread asks the kernel (cachestat, else mincore)
+  // whether those bytes are cached; if most are, it reads them through the
+  // page cache as before, from memory. The cost: a load leaves none of
+  // what it read this way in the page cache, so loading the same
+  // checkpoint again reads the disk again, at the same speed. Each thread
+  // holds a buffer of this size from the store's buffer pool
+  // (StoreOptions::read_buffer_pool_bytes), kept there from one load to
+  // the next; memory_budget counts it. Files the file system refuses
+  // O_DIRECT for, and reads that fail this way, are read through the page
+  // cache. 0 reads every piece through the page cache: loading again then
+  // reads memory. benchmarks/README.md has the measurements.
+  // Default: 8 MiB (SmallDeviceProfile: 2 MiB)
+  uint64_t direct_span_bytes = 8ull << 20;
+
   // ---- Integrity ----
 
   // Verify RocksDB's checksum of every block a piece is read from, before
@@ -596,6 +618,8 @@ struct ReaderStats {
   // Bytes of the checkpoint's files asked to be read ahead
   // (RocksDBReaderOptions::prefetch_bytes).
   uint64_t bytes_prefetched = 0;
+  // Of bytes_read, the payload read with O_DIRECT (direct_span_bytes).
+  uint64_t bytes_read_direct = 0;
   // Threads the latest ReadData read with (see read_threads).
   uint32_t read_threads = 0;
 };

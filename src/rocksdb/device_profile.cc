@@ -14,6 +14,7 @@ DeviceProfile SmallDeviceProfile() {
   p.reader.memory_budget = 16ull << 20;
   p.reader.read_threads = 2;
   p.reader.prefetch_bytes = 64ull << 20;
+  p.reader.direct_span_bytes = 2ull << 20;
   p.async.staging_budget = 128ull << 20;
   return p;
 }

@@ -192,6 +192,7 @@ ReaderStats RocksDBStorageReaderImpl::stats() const {
   s.pieces_read_in_place = pieces_in_place_.load(std::memory_order_relaxed);
   s.in_place_misses = in_place_misses_.load(std::memory_order_relaxed);
   s.bytes_prefetched = bytes_prefetched_.load(std::memory_order_relaxed);
+  s.bytes_read_direct = bytes_read_direct_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -372,8 +373,11 @@ int RocksDBStorageReaderImpl::ThreadsFor(
     n = static_cast<int>(std::min<uint64_t>(
         n, std::max<uint64_t>(1, payload_bytes / kBytesPerAutoThread)));
   }
+  const uint64_t direct = options_.read_in_place && !store_->use_direct_reads()
+                              ? options_.direct_span_bytes
+                              : 0;
   const uint64_t per_thread = std::max(max_piece_bytes, kBatchPinnedBytes) +
-                              kMaxInPlaceSpan + kPieceOverhead +
+                              kMaxInPlaceSpan + direct + kPieceOverhead +
                               2 * max_compressed_piece_bytes;
   n = static_cast<int>(std::min<uint64_t>(
       n, std::max<uint64_t>(1, options_.memory_budget / per_thread)));

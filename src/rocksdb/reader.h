@@ -73,6 +73,9 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   // skips or that share blocks).
   static constexpr uint64_t kMaxInPlaceSpan = 1 << 20;
   static constexpr uint64_t kMaxInPlaceGap = 64 << 10;
+  // O_DIRECT reads (direct_span_bytes) start, end and land on multiples of
+  // this, or of the file's required alignment if larger.
+  static constexpr uint64_t kDirectAlignment = 4096;
 
   // One read item of the plan, checked against the metadata.
   struct PlannedRead {
@@ -116,8 +119,33 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     uint64_t batch_bytes = 0;
   };
 
+  // A buffer from the store's pool, aligned for O_DIRECT, given back when
+  // it goes.
+  class AlignedBuffer {
+   public:
+    AlignedBuffer() = default;
+    AlignedBuffer(const AlignedBuffer&) = delete;
+    AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+    ~AlignedBuffer() { Release(); }
+    // Makes it hold at least `bytes`, aligned to `align`; false if it
+    // can't (no memory).
+    bool Reserve(BlockBufferPool* pool, uint64_t bytes, uint64_t align);
+    uint8_t* data() const { return data_; }
+
+   private:
+    void Release();
+
+    BlockBufferPool* pool_ = nullptr;
+    void* raw_ = nullptr;
+    uint8_t* data_ = nullptr;
+    uint64_t capacity_ = 0;
+  };
+
   // What one reading thread reuses from task to task.
   struct Worker {
+    // Its index among the run's threads, and the task it runs.
+    size_t thread = 0;
+    size_t task = 0;
     rocksdb::PinnableSlice pinned;
     // The piece a reference names (incremental saves).
     rocksdb::PinnableSlice referenced;
@@ -130,6 +158,19 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     // Its own handles of the Run's files (by index), opened as it first
     // reads each in place.
     std::vector<std::unique_ptr<rocksdb::FSRandomAccessFile>> files;
+    // O_DIRECT reads (direct_span_bytes): its handles of the run's files
+    // opened for them, and those the file system refused.
+    std::vector<std::unique_ptr<rocksdb::FSRandomAccessFile>> direct_files;
+    std::vector<bool> direct_refused;
+    // The span of file `span_file` it last looked at, [span_start,
+    // span_start + span_size): read with O_DIRECT into `span` if
+    // span_direct, else found cached (its pieces are read through the
+    // page cache).
+    AlignedBuffer span;
+    int span_file = -1;
+    uint64_t span_start = 0;
+    uint64_t span_size = 0;
+    bool span_direct = false;
     // For batches: which of its items are delivered, and the ones read
     // through RocksDB.
     std::vector<bool> batch_done;
@@ -150,10 +191,23 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   // `keyed[i].first` is the first key of run.reads[i].
   void FindInPlaceFiles(Run& run, const KeyedReads& keyed) const;
   // The worker's own handle of file `f` of the run, opened on first use
-  // (so that each thread's reads keep their own readahead); nullptr if it
-  // can't be opened (the piece is then read through RocksDB).
-  rocksdb::FSRandomAccessFile* OwnHandle(Worker& worker, const Run& run,
-                                         int f) const;
+  // (so that each thread's reads keep their own readahead), for O_DIRECT
+  // reads if `direct`; nullptr if it can't be opened (the piece is then
+  // read through the page cache, or through RocksDB).
+  rocksdb::FSRandomAccessFile* OwnHandle(Worker& worker, const Run& run, int f,
+                                         bool direct) const;
+  // Points `*data` at bytes [at, at + length) of file `f` of the run, read
+  // with O_DIRECT in a span with the pieces the worker reads next (up to
+  // direct_span_bytes), or found there from an earlier such read. False
+  // when they are to be read through the page cache: most of the span is
+  // cached, O_DIRECT is off or refused, or the read failed.
+  bool ReadDirect(Run& run, Worker& worker, int f, uint64_t at, uint64_t length,
+                  const uint8_t** data);
+  // The end of what the worker's tasks after its current one read in place
+  // from file `f` in order from `end` on, no more than kMaxInPlaceGap
+  // apart, within `cap` bytes of `start`.
+  static uint64_t SpanEnd(Run& run, const Worker& worker, int f, uint64_t start,
+                          uint64_t end, uint64_t cap);
   // Whether a piece of `length` bytes read in place is `verified` (read
   // whole and matching its hash); counts it as read in place, or as a
   // miss to be read again through RocksDB.
@@ -274,6 +328,7 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   std::atomic<uint64_t> pieces_in_place_{0};
   std::atomic<uint64_t> in_place_misses_{0};
   std::atomic<uint64_t> bytes_prefetched_{0};
+  std::atomic<uint64_t> bytes_read_direct_{0};
 
   std::thread prefetch_;
   std::atomic<bool> stop_prefetch_{false};

@@ -33,6 +33,11 @@ TEST(DeviceProfileTest, SmallDeviceBudgetsAreSmall) {
   EXPECT_LE(p.async.staging_budget, uint64_t{128} << 20);
   EXPECT_EQ(p.reader.read_threads, 2);
   EXPECT_LE(p.reader.prefetch_bytes, uint64_t{64} << 20);
+  // Each read thread's O_DIRECT buffer (a little over direct_span_bytes)
+  // is kept in the store's pool from one load to the next.
+  EXPECT_GT(p.reader.direct_span_bytes, 0u);
+  EXPECT_LE(2 * p.reader.direct_span_bytes * uint64_t(p.reader.read_threads),
+            p.store.read_buffer_pool_bytes);
   EXPECT_EQ(p.writer.write_threads, 2);
   // Safety is not what a small device saves on.
   EXPECT_TRUE(p.reader.verify_block_checksums);

@@ -3,6 +3,9 @@
 // byte of a bad piece lands; errors and progress keep their sequential
 // meaning; and read buffers are recycled through the store's pool.
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -263,6 +266,127 @@ TEST_F(ReaderTest, AReaderLeftAfterReadMetadataStopsItsPrefetch) {
   ASSERT_OK(store_->Delete("g"));
   reader.reset();
   CloseStore();
+}
+
+// Drops the files from the page cache (their pages are clean: saved and
+// synced), or reads them into it.
+void DropFromPageCache(const std::vector<std::string>& files) {
+  for (const std::string& f : files) {
+    const int fd = ::open(f.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << f;
+    EXPECT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0) << f;
+    ::close(fd);
+  }
+}
+
+void ReadIntoPageCache(const std::vector<std::string>& files) {
+  std::vector<char> buffer(1 << 20);
+  for (const std::string& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    while (
+        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()))) {
+    }
+    ASSERT_TRUE(in.eof()) << f;
+  }
+}
+
+// Whether the file system under `path` takes O_DIRECT opens.
+bool TakesODirect(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+// What a load reads in place and finds out of the page cache it reads
+// with O_DIRECT, in spans of up to direct_span_bytes; what it finds cached
+// it reads through the page cache. Both load the same bytes.
+TEST_F(ReaderTest, UncachedPiecesAreReadWithODirectAndCachedOnesFromMemory) {
+  // 4 MiB in pieces of 64 KiB, alone: a read through the page cache (of
+  // small items, say) has the kernel read ahead up to read_ahead_kb
+  // around it, into the page cache, which would make what is read with
+  // O_DIRECT depend on timing.
+  OwnedTensor big = RandomTensor(DType::kUInt8, {64, 65536}, 41);
+  ASSERT_OK(SaveDict({{"t", big.view}}, "d", {.max_piece_bytes = 65536}));
+  CloseStore();
+  const std::vector<std::string> ssts = SstFiles();
+  ASSERT_FALSE(ssts.empty());
+  if (!TakesODirect(ssts[0])) GTEST_SKIP() << "no O_DIRECT under " << ssts[0];
+  struct Case {
+    bool cached;
+    uint64_t span;
+    uint64_t want_direct;
+  };
+  // Spans of 1 MiB take 16 pieces at a time, of 64 KiB one; spans smaller
+  // than a piece read none so.
+  constexpr uint64_t kAll = 64 * 65536;
+  for (const Case& c : {Case{false, 8 << 20, kAll}, Case{false, 1 << 20, kAll},
+                        Case{false, 65536, kAll}, Case{false, 4096, 0},
+                        Case{false, 0, 0}, Case{true, 8 << 20, 0}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "cached " << c.cached << ", span " << c.span);
+    if (c.cached) {
+      ReadIntoPageCache(ssts);
+    } else {
+      DropFromPageCache(ssts);
+    }
+    OpenStore();
+    RocksDBReaderOptions options = Threads(3);
+    options.direct_span_bytes = c.span;
+    options.prefetch_bytes = 0;  // It would bring the files into the cache.
+    OwnedTensor into = ZeroTensor(DType::kUInt8, {64, 65536});
+    StateDict sd{{"t", into.view}};
+    ASSERT_OK_AND_ASSIGN(auto reader, LoadWith(&sd, "d", options));
+    EXPECT_TRUE(SameTensor(into.view, big.view));
+    const ReaderStats stats = reader->stats();
+    // RocksDB reads the file's tail (its index, some hundreds of KiB)
+    // through the page cache as it opens it, and the kernel reads ahead
+    // from there: the pieces at the end may be cached.
+    if (c.want_direct == 0) {
+      EXPECT_EQ(stats.bytes_read_direct, 0u);
+    } else {
+      EXPECT_GT(stats.bytes_read_direct, c.want_direct / 2);
+      EXPECT_LE(stats.bytes_read_direct, c.want_direct);
+    }
+    EXPECT_EQ(stats.in_place_misses, 0u);
+    EXPECT_EQ(stats.pieces_read_in_place, 64u);
+    // The O_DIRECT buffers went back to the store's pool.
+    EXPECT_EQ(pool().stats().outstanding_bytes, 0u);
+    reader.reset();
+    CloseStore();
+  }
+}
+
+TEST_F(ReaderTest, APieceReadWithODirectThatFailsIsReadAgainThroughRocksDB) {
+  // 64 pieces: whatever of the file's end is cached once the store is
+  // open (see above), the first span, pieces 0-63, is mostly not.
+  OwnedTensor big = RandomTensor(DType::kUInt8, {64, 65536}, 43);
+  ASSERT_OK(SaveDict({{"t", big.view}}, "c", {.max_piece_bytes = 65536}));
+  CloseStore();
+  std::vector<std::string> ssts = SstFiles();
+  ASSERT_FALSE(ssts.empty());
+  if (!TakesODirect(ssts[0])) GTEST_SKIP() << "no O_DIRECT under " << ssts[0];
+  FlipByte(ssts[0], 4 * 65536 + 1000);  // Inside piece 4's data.
+  DropFromPageCache(ssts);
+  OpenStore();
+
+  RocksDBReaderOptions options = Threads(1);
+  options.prefetch_bytes = 0;
+  ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader(options));
+  OwnedTensor into = ZeroTensor(DType::kUInt8, {64, 65536});
+  StateDict sd{{"t", into.view}};
+  EXPECT_THAT(Load(&sd, *reader, {.checkpoint_id = "c"}),
+              StatusIs(StatusCode::kCorruption,
+                       AllOf(HasSubstr("'c'"), HasSubstr("'t@[0, 0]'"),
+                             HasSubstr("piece 4 of 64"))));
+  // One read of the whole tensor: pieces 0-3 verified in it and were
+  // copied; piece 4 did not, and nothing of it reached the destination.
+  EXPECT_EQ(reader->stats().bytes_read_direct, 4u * 65536);
+  EXPECT_EQ(reader->stats().in_place_misses, 1u);
+  for (size_t i = 4 * 65536; i < 5 * 65536; ++i) {
+    ASSERT_EQ(into.bytes[i], 0) << "byte " << i << " of the corrupt piece";
+  }
+  EXPECT_EQ(std::memcmp(into.bytes.data(), big.bytes.data(), 4 * 65536), 0);
 }
 
 TEST_F(ReaderTest, BoxesTakingPartOfAPieceReadItInPlaceToo) {
