@@ -318,6 +318,9 @@ IOStatus FaultFs::NewSequentialFile(
 IOStatus FaultFs::NewRandomAccessFile(
     const std::string& f, const rocksdb::FileOptions& o,
     std::unique_ptr<rocksdb::FSRandomAccessFile>* r, IODebugContext* dbg) {
+  if (o.use_direct_reads && refuse_direct_reads_) {
+    return IOStatus::InvalidArgument("no O_DIRECT here: " + f);
+  }
   IOStatus s = Admit(0, "open", f);
   if (s.ok()) s = target()->NewRandomAccessFile(f, o, r, dbg);
   if (s.ok()) *r = Wrap(std::move(*r), f);

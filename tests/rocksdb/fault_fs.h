@@ -23,6 +23,7 @@
 #include <rocksdb/file_system.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -79,6 +80,9 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   // until ClearFault. The error names the operation and the file.
   void InjectFault(uint64_t n, uint32_t kinds, FaultType type, bool sticky);
   void ClearFault();
+  // From now on, opening a file for O_DIRECT reads fails with
+  // InvalidArgument (as on a file system without O_DIRECT), if `refuse`.
+  void RefuseDirectReads(bool refuse) { refuse_direct_reads_ = refuse; }
   // Operations failed on purpose since construction.
   uint64_t faults_injected() const;
   // The latest of them, e.g. "sync /tmp/.../000012.sst".
@@ -219,6 +223,7 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   const std::string root_;
   const std::string trash_;
   const bool real_syncs_;
+  std::atomic<bool> refuse_direct_reads_{false};
 
   mutable std::mutex mu_;  // Guards everything below.
   std::array<uint64_t, kNumOpKinds> counts_{};

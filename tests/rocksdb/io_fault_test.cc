@@ -14,6 +14,9 @@
 // ctest tests every operation of each call (about 200 runs, 20 s), so
 // ROCKSDCP_FULL_FAULT_SWEEP=1 changes nothing here.
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -262,6 +265,71 @@ TEST_F(IoFaultReferencedTest, Materialize) {
              [this] { return store_->Materialize("incr").status(); },
              {{"base", {1}}, {"victim", {2}}, {"incr", {2}}},
              {{"base", {1}}, {"victim", {2}}, {"incr", {2}}}});
+}
+
+// A load reads what is not in the page cache with O_DIRECT
+// (RocksDBReaderOptions::direct_span_bytes); where the file system refuses
+// O_DIRECT it reads the same pieces through the page cache, and loads the
+// same bytes.
+class DirectReadFallbackTest : public FaultFsStoreTest {
+ protected:
+  // Drops the store's files from the page cache.
+  void DropStoreFromPageCache() {
+    for (const auto& e :
+         std::filesystem::recursive_directory_iterator(store_path())) {
+      if (!e.is_regular_file()) continue;
+      const int fd = ::open(e.path().c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0) << e.path();
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+  }
+
+  // Loads "d" cold into `into`; returns the reader's stats.
+  ReaderStats LoadCold(OwnedTensor* into) {
+    CloseStore();
+    DropStoreFromPageCache();
+    EXPECT_OK(OpenStore());
+    RocksDBReaderOptions options;
+    options.read_threads = 1;
+    options.prefetch_bytes = 0;  // It would bring the files into the cache.
+    auto reader = store_->NewReader(options);
+    EXPECT_OK(reader.status());
+    if (!reader.ok()) return {};
+    StateDict sd{{"t", into->view}};
+    EXPECT_OK(Load(&sd, **reader, {.checkpoint_id = "d"}));
+    return (*reader)->stats();
+  }
+};
+
+TEST_F(DirectReadFallbackTest,
+       PiecesARefusedODirectWouldReadComeFromThePageCache) {
+  ASSERT_OK(OpenStore());
+  // 4 MiB in pieces of 64 KiB.
+  OwnedTensor big = RandomTensor(DType::kUInt8, {64, 65536}, 7);
+  RocksDBWriterOptions wo;
+  wo.max_piece_bytes = 65536;
+  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter(wo));
+  ASSERT_OK(Save({{"t", big.view}}, *writer, {.checkpoint_id = "d"}).status());
+  writer.reset();
+
+  fs_->RefuseDirectReads(true);
+  OwnedTensor refused = ZeroTensor(DType::kUInt8, {64, 65536});
+  const ReaderStats without = LoadCold(&refused);
+  EXPECT_TRUE(SameTensor(refused.view, big.view));
+  EXPECT_EQ(without.bytes_read_direct, 0u);
+  EXPECT_EQ(without.pieces_read_in_place, 64u);
+  EXPECT_EQ(without.in_place_misses, 0u);
+
+  // The same cold load where O_DIRECT is taken reads with it.
+  fs_->RefuseDirectReads(false);
+  OwnedTensor taken = ZeroTensor(DType::kUInt8, {64, 65536});
+  const ReaderStats with = LoadCold(&taken);
+  EXPECT_TRUE(SameTensor(taken.view, big.view));
+  if (with.bytes_read_direct == 0) {
+    GTEST_SKIP() << "no O_DIRECT under " << store_path();
+  }
+  EXPECT_EQ(with.pieces_read_in_place, 64u);
 }
 
 }  // namespace
