@@ -415,17 +415,13 @@ int RocksDBStorageReaderImpl::InPlaceFileOf(const Run& run,
 
 void RocksDBStorageReaderImpl::AlignedBuffer::Release() {
   if (raw_ == nullptr) return;
-  if (pool_ != nullptr) {
-    pool_->Deallocate(raw_);
-  } else {
-    std::free(raw_);
-  }
+  pool_->Deallocate(raw_);
   raw_ = nullptr;
   data_ = nullptr;
   capacity_ = 0;
 }
 
-bool RocksDBStorageReaderImpl::AlignedBuffer::Reserve(BlockBufferPool* pool,
+bool RocksDBStorageReaderImpl::AlignedBuffer::Reserve(BlockBufferPool& pool,
                                                       uint64_t bytes,
                                                       uint64_t align) {
   if (raw_ != nullptr && capacity_ >= bytes &&
@@ -436,14 +432,12 @@ bool RocksDBStorageReaderImpl::AlignedBuffer::Reserve(BlockBufferPool* pool,
   // The pool's buffers are kept from one load to the next, so their pages
   // are not touched fresh each time (about 20 us per 4 KiB page on some
   // machines, DESIGN.md).
-  pool_ = pool;
+  pool_ = &pool;
   try {
-    raw_ = pool != nullptr ? pool->Allocate(bytes + align)
-                           : std::malloc(bytes + align);
+    raw_ = pool.Allocate(bytes + align);
   } catch (const std::bad_alloc&) {
-    raw_ = nullptr;
+    return false;
   }
-  if (raw_ == nullptr) return false;
   const uintptr_t at = reinterpret_cast<uintptr_t>(raw_);
   data_ = reinterpret_cast<uint8_t*>((at + align - 1) / align * align);
   capacity_ = bytes;
@@ -500,7 +494,7 @@ bool RocksDBStorageReaderImpl::ReadDirect(Run& run, Worker& worker, int f,
       kDirectAlignment, handle->GetRequiredBufferAlignment());
   const uint64_t first = at / align * align;
   const uint64_t last = (end + align - 1) / align * align;
-  if (!worker.span.Reserve(store_->block_buffer_pool(), cap + 2 * align,
+  if (!worker.span.Reserve(*store_->block_buffer_pool(), cap + 2 * align,
                            align)) {
     return false;
   }
@@ -531,12 +525,6 @@ bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
   if (f < 0) return false;
   const uint64_t at = info.piece_offsets[p];
   const uint64_t length = info.PieceLength(p);
-  const uint64_t elem = DTypeSize(pr.item.dtype);
-  // Straight into the destination when the box holds the whole piece
-  // there as it is; else into the thread's buffer.
-  const bool whole =
-      pr.box_is_run && pr.dest.IsContiguous() && piece_first >= pr.box_first &&
-      piece_first * elem + length <= pr.box_first * elem + pr.bytes;
   const uint8_t* direct = nullptr;
   if (ReadDirect(run, worker, f, at, length, &direct)) {
     // Verified where it was read, before a byte of it is used.
@@ -554,6 +542,12 @@ bool RocksDBStorageReaderImpl::ReadInPlace(Run& run, Worker& worker,
   }
   rocksdb::FSRandomAccessFile* handle = OwnHandle(worker, run, f, false);
   if (handle == nullptr) return false;
+  const uint64_t elem = DTypeSize(pr.item.dtype);
+  // Straight into the destination when the box holds the whole piece
+  // there as it is; else into the thread's buffer.
+  const bool whole =
+      pr.box_is_run && pr.dest.IsContiguous() && piece_first >= pr.box_first &&
+      piece_first * elem + length <= pr.box_first * elem + pr.bytes;
   uint8_t* target;
   if (whole) {
     target = static_cast<uint8_t*>(pr.dest.data) +

@@ -127,9 +127,9 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
     AlignedBuffer(const AlignedBuffer&) = delete;
     AlignedBuffer& operator=(const AlignedBuffer&) = delete;
     ~AlignedBuffer() { Release(); }
-    // Makes it hold at least `bytes`, aligned to `align`; false if it
-    // can't (no memory).
-    bool Reserve(BlockBufferPool* pool, uint64_t bytes, uint64_t align);
+    // Makes it hold at least `bytes`, aligned to `align`, from `pool`;
+    // false if it can't (no memory).
+    bool Reserve(BlockBufferPool& pool, uint64_t bytes, uint64_t align);
     uint8_t* data() const { return data_; }
 
    private:

@@ -14,9 +14,6 @@
 // ctest tests every operation of each call (about 200 runs, 20 s), so
 // ROCKSDCP_FULL_FAULT_SWEEP=1 changes nothing here.
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -273,22 +270,10 @@ TEST_F(IoFaultReferencedTest, Materialize) {
 // same bytes.
 class DirectReadFallbackTest : public FaultFsStoreTest {
  protected:
-  // Drops the store's files from the page cache.
-  void DropStoreFromPageCache() {
-    for (const auto& e :
-         std::filesystem::recursive_directory_iterator(store_path())) {
-      if (!e.is_regular_file()) continue;
-      const int fd = ::open(e.path().c_str(), O_RDONLY);
-      ASSERT_GE(fd, 0) << e.path();
-      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-      ::close(fd);
-    }
-  }
-
   // Loads "d" cold into `into`; returns the reader's stats.
   ReaderStats LoadCold(OwnedTensor* into) {
     CloseStore();
-    DropStoreFromPageCache();
+    DropFromPageCache(store_path());
     EXPECT_OK(OpenStore());
     RocksDBReaderOptions options;
     options.read_threads = 1;

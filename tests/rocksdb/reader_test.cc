@@ -268,17 +268,7 @@ TEST_F(ReaderTest, AReaderLeftAfterReadMetadataStopsItsPrefetch) {
   CloseStore();
 }
 
-// Drops the files from the page cache (their pages are clean: saved and
-// synced), or reads them into it.
-void DropFromPageCache(const std::vector<std::string>& files) {
-  for (const std::string& f : files) {
-    const int fd = ::open(f.c_str(), O_RDONLY);
-    ASSERT_GE(fd, 0) << f;
-    EXPECT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0) << f;
-    ::close(fd);
-  }
-}
-
+// Reads the files into the page cache.
 void ReadIntoPageCache(const std::vector<std::string>& files) {
   std::vector<char> buffer(1 << 20);
   for (const std::string& f : files) {
@@ -328,7 +318,7 @@ TEST_F(ReaderTest, UncachedPiecesAreReadWithODirectAndCachedOnesFromMemory) {
     if (c.cached) {
       ReadIntoPageCache(ssts);
     } else {
-      DropFromPageCache(ssts);
+      for (const std::string& sst : ssts) DropFromPageCache(sst);
     }
     OpenStore();
     RocksDBReaderOptions options = Threads(3);
@@ -367,7 +357,7 @@ TEST_F(ReaderTest, APieceReadWithODirectThatFailsIsReadAgainThroughRocksDB) {
   ASSERT_FALSE(ssts.empty());
   if (!TakesODirect(ssts[0])) GTEST_SKIP() << "no O_DIRECT under " << ssts[0];
   FlipByte(ssts[0], 4 * 65536 + 1000);  // Inside piece 4's data.
-  DropFromPageCache(ssts);
+  for (const std::string& sst : ssts) DropFromPageCache(sst);
   OpenStore();
 
   RocksDBReaderOptions options = Threads(1);

@@ -1,5 +1,8 @@
 #include "rocksdb/store_fixture.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +20,19 @@ void FlipByte(const std::string& path, int64_t offset) {
   f.seekp(offset);
   f.write(&c, 1);
   ASSERT_TRUE(f.good()) << "flipping byte " << offset << " of " << path;
+}
+
+void DropFromPageCache(const std::string& path) {
+  auto drop = [](const std::string& file) {
+    const int fd = ::open(file.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << file;
+    EXPECT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0) << file;
+    ::close(fd);
+  };
+  if (!std::filesystem::is_directory(path)) return drop(path);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(path)) {
+    if (e.is_regular_file()) drop(e.path().string());
+  }
 }
 
 namespace {

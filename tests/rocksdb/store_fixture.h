@@ -19,6 +19,11 @@ namespace rocksdcp::testing {
 // corrupting it would.
 void FlipByte(const std::string& path, int64_t offset);
 
+// Drops every regular file under `path` (a file or a directory) from the
+// page cache; their pages must be clean (saved and synced), so that the
+// next read of them comes from the disk.
+void DropFromPageCache(const std::string& path);
+
 // A small state dict whose every byte is a function of `seed`: a bf16
 // matrix of several pieces (at max_piece_bytes = 4096), a float tensor, a
 // 0-d int64 and a byte item. The tensors' storage lives in `tensors`.
