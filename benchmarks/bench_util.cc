@@ -72,6 +72,7 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   int64_t iterations = 0;  // --iterations=N, when given.
   int64_t read_in_place = 1;
   int64_t read_threads = -1;     // --read_threads=N, when given.
+  int64_t write_threads = -1;    // --write_threads=N, when given.
   int64_t prefetch_mib = -1;     // --prefetch_mib=N, when given.
   int64_t direct_span_mib = -1;  // --direct_span_mib=N, when given.
   for (int i = 1; i < *argc; ++i) {
@@ -82,6 +83,7 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
         IntFlag(arg, "--iterations=", 1, 1000, &iterations, &ok) ||
         IntFlag(arg, "--read_in_place=", 0, 1, &read_in_place, &ok) ||
         IntFlag(arg, "--read_threads=", 0, 64, &read_threads, &ok) ||
+        IntFlag(arg, "--write_threads=", 0, 64, &write_threads, &ok) ||
         IntFlag(arg, "--prefetch_mib=", 0, 1 << 20, &prefetch_mib, &ok) ||
         IntFlag(arg, "--direct_span_mib=", 0, 1 << 10, &direct_span_mib, &ok) ||
         IntFlag(arg, "--throttle_mbps=", 0, 100000, &config->throttle_mbps,
@@ -144,6 +146,9 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "  --read_threads=N  loads read with N threads "
             "(RocksDBReaderOptions::read_threads;\n"
             "               default: the profile's)\n"
+            "  --write_threads=N  saves write with N threads "
+            "(RocksDBWriterOptions::write_threads;\n"
+            "               default: the profile's)\n"
             "  --prefetch_mib=N  loads read up to N MiB ahead while they "
             "plan (RocksDBReaderOptions::\n"
             "               prefetch_bytes; 0 off; default: the profile's)\n"
@@ -172,6 +177,9 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
   config->profile.reader.read_in_place = read_in_place != 0;
   if (read_threads >= 0) {
     config->profile.reader.read_threads = static_cast<int>(read_threads);
+  }
+  if (write_threads >= 0) {
+    config->profile.writer.write_threads = static_cast<int>(write_threads);
   }
   if (direct_span_mib >= 0) {
     config->profile.reader.direct_span_bytes =
