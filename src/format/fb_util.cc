@@ -80,7 +80,12 @@ std::string QuotedIndex(const MetadataIndex& index) {
 
 flatbuffers::Offset<fb::MetadataIndex> CreateIndex(
     flatbuffers::FlatBufferBuilder& fbb, const MetadataIndex& index) {
-  const auto fqn = fbb.CreateString(index.fqn);
+  return CreateIndex(fbb, index, fbb.CreateString(index.fqn));
+}
+
+flatbuffers::Offset<fb::MetadataIndex> CreateIndex(
+    flatbuffers::FlatBufferBuilder& fbb, const MetadataIndex& index,
+    flatbuffers::Offset<flatbuffers::String> fqn) {
   flatbuffers::Offset<LongVector> offset;  // Null: absent, a byte item.
   if (index.offset) offset = fbb.CreateVector(*index.offset);
   flatbuffers::Optional<int32_t> hint = flatbuffers::nullopt;

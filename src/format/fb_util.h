@@ -170,6 +170,11 @@ std::string QuotedIndex(const MetadataIndex& index);
 // tensor's chunk).
 flatbuffers::Offset<fb::MetadataIndex> CreateIndex(
     flatbuffers::FlatBufferBuilder& fbb, const MetadataIndex& index);
+// The same, naming its fqn by `fqn`, a string of index.fqn already in the
+// buffer (FlatBuffers lets tables share a string).
+flatbuffers::Offset<fb::MetadataIndex> CreateIndex(
+    flatbuffers::FlatBufferBuilder& fbb, const MetadataIndex& index,
+    flatbuffers::Offset<flatbuffers::String> fqn);
 
 // Corruption ("<quoted index> has a negative offset") for a negative
 // offset: offsets address chunks of a tensor.

@@ -35,9 +35,9 @@ flatbuffers::Offset<fb::TensorStorageMetadata> CreateTensor(
 }
 
 flatbuffers::Offset<fb::StateDictEntry> CreateStateDictEntry(
-    flatbuffers::FlatBufferBuilder& fbb, const std::string& fqn,
+    flatbuffers::FlatBufferBuilder& fbb,
+    flatbuffers::Offset<flatbuffers::String> name,
     const StorageMetadata& value) {
-  const auto name = fbb.CreateString(fqn);
   if (const auto* tensor = std::get_if<TensorStorageMetadata>(&value)) {
     const auto t = CreateTensor(fbb, *tensor);
     return fb::CreateStateDictEntry(
@@ -50,8 +50,8 @@ flatbuffers::Offset<fb::StateDictEntry> CreateStateDictEntry(
 
 flatbuffers::Offset<fb::StorageDataEntry> CreateStorageDataEntry(
     flatbuffers::FlatBufferBuilder& fbb, const MetadataIndex& index,
-    const std::string& info) {
-  const auto fb_index = CreateIndex(fbb, index);
+    flatbuffers::Offset<flatbuffers::String> fqn, const std::string& info) {
+  const auto fb_index = CreateIndex(fbb, index, fqn);
   return fb::CreateStorageDataEntry(fbb, fb_index, CreateBytes(fbb, info));
 }
 
@@ -162,10 +162,15 @@ std::string_view EncodeMetadata(const Metadata& metadata,
 
   // std::map iterates in fqn order already; storage_data is unordered, so
   // it is sorted to make the encoding a function of the value alone.
+  // Each fqn is written once: a storage_data entry's index names the
+  // state_dict entry's string (9% of W3's 17.5 MB metadata).
   std::vector<flatbuffers::Offset<fb::StateDictEntry>> entries;
+  std::vector<flatbuffers::Offset<flatbuffers::String>> names;
   entries.reserve(metadata.state_dict_metadata.size());
+  names.reserve(metadata.state_dict_metadata.size());
   for (const auto& [fqn, value] : metadata.state_dict_metadata) {
-    entries.push_back(CreateStateDictEntry(fbb, fqn, value));
+    names.push_back(fbb.CreateString(fqn));
+    entries.push_back(CreateStateDictEntry(fbb, names.back(), value));
   }
   const auto state_dict = fbb.CreateVector(entries);
 
@@ -174,10 +179,22 @@ std::string_view EncodeMetadata(const Metadata& metadata,
   for (const auto& entry : metadata.storage_data) sorted.push_back(&entry);
   std::sort(sorted.begin(), sorted.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
+  // Both in fqn order: one walk pairs each index with its fqn's string.
   std::vector<flatbuffers::Offset<fb::StorageDataEntry>> storage;
   storage.reserve(sorted.size());
+  auto name = metadata.state_dict_metadata.begin();
+  size_t n = 0;
   for (const auto* entry : sorted) {
-    storage.push_back(CreateStorageDataEntry(fbb, entry->first, entry->second));
+    const std::string& fqn = entry->first.fqn;
+    while (name != metadata.state_dict_metadata.end() && name->first < fqn) {
+      ++name;
+      ++n;
+    }
+    const bool listed =
+        name != metadata.state_dict_metadata.end() && name->first == fqn;
+    storage.push_back(CreateStorageDataEntry(
+        fbb, entry->first, listed ? names[n] : fbb.CreateString(fqn),
+        entry->second));
   }
   const auto storage_data = fbb.CreateVector(storage);
 

@@ -137,6 +137,35 @@ TEST_F(MetadataCodecTest, RoundTripsEveryField) {
   EXPECT_EQ(w.chunks.size(), 2u);
 }
 
+// A storage_data index names the string of its state_dict entry's fqn:
+// each fqn is in the value once. An index whose fqn has no entry (which a
+// planner of one's own may make) still gets its own.
+TEST_F(MetadataCodecTest, EachFqnIsWrittenOnce) {
+  constexpr size_t kItems = 100;
+  constexpr size_t kNameBytes = 1000;
+  Metadata m;
+  for (size_t i = 0; i < kItems; ++i) {
+    const std::string fqn =
+        std::to_string(i) + "." + std::string(kNameBytes, 'a' + i % 26);
+    TensorStorageMetadata t;
+    t.size = {4};
+    t.chunks = {{{0}, {2}}, {{2}, {2}}};
+    m.state_dict_metadata[fqn] = t;
+    m.storage_data[MetadataIndex(fqn, {0}, 0)] = "first";
+    m.storage_data[MetadataIndex(fqn, {2}, 1)] = "second";
+  }
+  const std::string orphan = "z." + std::string(kNameBytes, 'z');
+  m.storage_data[MetadataIndex(orphan)] = "no entry";
+  const std::string encoded = EncodeMetadata(m);
+  // Names take (kItems + 1) * kNameBytes; each item's tables and vectors
+  // far less than another name.
+  EXPECT_GT(encoded.size(), (kItems + 1) * kNameBytes);
+  EXPECT_LT(encoded.size(), (kItems + 1) * kNameBytes * 3 / 2);
+  ASSERT_OK_AND_ASSIGN(Metadata back, DecodeMetadata(encoded));
+  EXPECT_TRUE(back == m);
+  EXPECT_EQ(back.storage_data.at(MetadataIndex(orphan)), "no entry");
+}
+
 TEST_F(MetadataCodecTest, KeepsAbsentOffsetApartFromEmptyOffset) {
   ASSERT_OK_AND_ASSIGN(Metadata back, RoundTrip(FullMetadata()));
   // The 0-d tensor's chunk has an empty offset; the byte item has none.
