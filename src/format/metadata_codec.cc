@@ -162,8 +162,9 @@ std::string_view EncodeMetadata(const Metadata& metadata,
 
   // std::map iterates in fqn order already; storage_data is unordered, so
   // it is sorted to make the encoding a function of the value alone.
-  // Each fqn is written once: a storage_data entry's index names the
-  // state_dict entry's string (9% of W3's 17.5 MB metadata).
+  // An fqn is written once for its state_dict entry and its first
+  // storage_data entry, whose index names the entry's string (9% of W3's
+  // 17.5 MB metadata).
   std::vector<flatbuffers::Offset<fb::StateDictEntry>> entries;
   std::vector<flatbuffers::Offset<flatbuffers::String>> names;
   entries.reserve(metadata.state_dict_metadata.size());
@@ -180,20 +181,27 @@ std::string_view EncodeMetadata(const Metadata& metadata,
   std::sort(sorted.begin(), sorted.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
   // Both in fqn order: one walk pairs each index with its fqn's string.
+  // Only an fqn's first index shares it: every decoded index holds a copy
+  // of its fqn, and a reader refuses a value that would decode to over 8
+  // times its size (CountMetadata, against forged values), which a long
+  // name shared by thousands of chunks' indices would.
   std::vector<flatbuffers::Offset<fb::StorageDataEntry>> storage;
   storage.reserve(sorted.size());
   auto name = metadata.state_dict_metadata.begin();
   size_t n = 0;
+  bool shared = false;  // Whether names[n] has been shared already.
   for (const auto* entry : sorted) {
     const std::string& fqn = entry->first.fqn;
     while (name != metadata.state_dict_metadata.end() && name->first < fqn) {
       ++name;
       ++n;
+      shared = false;
     }
-    const bool listed =
-        name != metadata.state_dict_metadata.end() && name->first == fqn;
+    const bool share = !shared && name != metadata.state_dict_metadata.end() &&
+                       name->first == fqn;
+    shared |= share;
     storage.push_back(CreateStorageDataEntry(
-        fbb, entry->first, listed ? names[n] : fbb.CreateString(fqn),
+        fbb, entry->first, share ? names[n] : fbb.CreateString(fqn),
         entry->second));
   }
   const auto storage_data = fbb.CreateVector(storage);

@@ -137,33 +137,64 @@ TEST_F(MetadataCodecTest, RoundTripsEveryField) {
   EXPECT_EQ(w.chunks.size(), 2u);
 }
 
-// A storage_data index names the string of its state_dict entry's fqn:
-// each fqn is in the value once. An index whose fqn has no entry (which a
-// planner of one's own may make) still gets its own.
-TEST_F(MetadataCodecTest, EachFqnIsWrittenOnce) {
+// An item's first storage_data index names the string of its state_dict
+// entry's fqn: an item of one chunk has its fqn in the value once. An index
+// whose fqn has no entry (which a planner of one's own may make) gets its
+// own, wherever it sorts.
+TEST_F(MetadataCodecTest, AnItemOfOneChunkHasItsFqnWrittenOnce) {
   constexpr size_t kItems = 100;
   constexpr size_t kNameBytes = 1000;
   Metadata m;
+  std::vector<std::string> fqns;
   for (size_t i = 0; i < kItems; ++i) {
-    const std::string fqn =
-        std::to_string(i) + "." + std::string(kNameBytes, 'a' + i % 26);
+    // Every other name is a prefix of the one after it.
+    const std::string base(kNameBytes, static_cast<char>('a' + i / 2 % 26));
+    fqns.push_back(std::to_string(i / 2) + "." + base +
+                   (i % 2 == 0 ? "" : "x"));
+  }
+  for (const std::string& fqn : fqns) {
     TensorStorageMetadata t;
     t.size = {4};
-    t.chunks = {{{0}, {2}}, {{2}, {2}}};
+    t.chunks = {{{0}, {4}}};
     m.state_dict_metadata[fqn] = t;
-    m.storage_data[MetadataIndex(fqn, {0}, 0)] = "first";
-    m.storage_data[MetadataIndex(fqn, {2}, 1)] = "second";
+    m.storage_data[MetadataIndex(fqn, {0}, 0)] = "info of " + fqn.substr(0, 3);
   }
-  const std::string orphan = "z." + std::string(kNameBytes, 'z');
+  // Between the others in fqn order, and past the last.
+  const std::string orphan = "5" + std::string(kNameBytes, '~');
+  const std::string last = "~" + std::string(kNameBytes, '~');
   m.storage_data[MetadataIndex(orphan)] = "no entry";
+  m.storage_data[MetadataIndex(last)] = "no entry either";
   const std::string encoded = EncodeMetadata(m);
-  // Names take (kItems + 1) * kNameBytes; each item's tables and vectors
+  // Names take (kItems + 2) * kNameBytes; each item's tables and vectors
   // far less than another name.
-  EXPECT_GT(encoded.size(), (kItems + 1) * kNameBytes);
-  EXPECT_LT(encoded.size(), (kItems + 1) * kNameBytes * 3 / 2);
+  EXPECT_GT(encoded.size(), (kItems + 2) * kNameBytes);
+  EXPECT_LT(encoded.size(), (kItems + 2) * kNameBytes * 3 / 2);
   ASSERT_OK_AND_ASSIGN(Metadata back, DecodeMetadata(encoded));
   EXPECT_TRUE(back == m);
   EXPECT_EQ(back.storage_data.at(MetadataIndex(orphan)), "no entry");
+  EXPECT_EQ(back.storage_data.at(MetadataIndex(fqns[7], {0}, 0)),
+            "info of " + fqns[7].substr(0, 3));
+}
+
+// A tensor of thousands of chunks with a long name: were every chunk's
+// index to share the name, the value would decode to many times its size
+// (a copy of the name per index), and readers refuse such a value as
+// forged. Only the first index shares it, so it loads.
+TEST_F(MetadataCodecTest, ALongNameOfManyChunksDecodes) {
+  const std::string fqn = "layers." + std::string(4000, 'n');
+  constexpr int64_t kChunks = 4096;
+  Metadata m;
+  TensorStorageMetadata t;
+  t.size = {kChunks};
+  for (int64_t c = 0; c < kChunks; ++c) {
+    t.chunks.push_back({{c}, {1}});
+    m.storage_data[MetadataIndex(fqn, {c}, static_cast<int>(c))] = "i";
+  }
+  m.state_dict_metadata[fqn] = t;
+  const std::string encoded = EncodeMetadata(m);
+  EXPECT_GT(encoded.size(), static_cast<size_t>(kChunks) * 4000);
+  ASSERT_OK_AND_ASSIGN(Metadata back, DecodeMetadata(encoded));
+  EXPECT_TRUE(back == m);
 }
 
 TEST_F(MetadataCodecTest, KeepsAbsentOffsetApartFromEmptyOffset) {
