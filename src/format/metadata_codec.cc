@@ -166,12 +166,14 @@ std::string_view EncodeMetadata(const Metadata& metadata,
   // storage_data entry, whose index names the entry's string (9% of W3's
   // 17.5 MB metadata).
   std::vector<flatbuffers::Offset<fb::StateDictEntry>> entries;
-  std::vector<flatbuffers::Offset<flatbuffers::String>> names;
+  // Each fqn with its string, in fqn order.
+  using String = flatbuffers::Offset<flatbuffers::String>;
+  std::vector<std::pair<std::string_view, String>> names;
   entries.reserve(metadata.state_dict_metadata.size());
   names.reserve(metadata.state_dict_metadata.size());
   for (const auto& [fqn, value] : metadata.state_dict_metadata) {
-    names.push_back(fbb.CreateString(fqn));
-    entries.push_back(CreateStateDictEntry(fbb, names.back(), value));
+    names.emplace_back(fqn, fbb.CreateString(fqn));
+    entries.push_back(CreateStateDictEntry(fbb, names.back().second, value));
   }
   const auto state_dict = fbb.CreateVector(entries);
 
@@ -187,21 +189,18 @@ std::string_view EncodeMetadata(const Metadata& metadata,
   // name shared by thousands of chunks' indices would.
   std::vector<flatbuffers::Offset<fb::StorageDataEntry>> storage;
   storage.reserve(sorted.size());
-  auto name = metadata.state_dict_metadata.begin();
   size_t n = 0;
   bool shared = false;  // Whether names[n] has been shared already.
   for (const auto* entry : sorted) {
     const std::string& fqn = entry->first.fqn;
-    while (name != metadata.state_dict_metadata.end() && name->first < fqn) {
-      ++name;
+    while (n < names.size() && names[n].first < fqn) {
       ++n;
       shared = false;
     }
-    const bool share = !shared && name != metadata.state_dict_metadata.end() &&
-                       name->first == fqn;
+    const bool share = !shared && n < names.size() && names[n].first == fqn;
     shared |= share;
     storage.push_back(CreateStorageDataEntry(
-        fbb, entry->first, share ? names[n] : fbb.CreateString(fqn),
+        fbb, entry->first, share ? names[n].second : fbb.CreateString(fqn),
         entry->second));
   }
   const auto storage_data = fbb.CreateVector(storage);
