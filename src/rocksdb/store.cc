@@ -409,17 +409,21 @@ Status StoreImpl::OpenFailed(const rocksdb::Status& s,
 
 void StoreImpl::AdoptHandles(
     const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
-  rocksdb::DB* db = db_.get();
   for (rocksdb::ColumnFamilyHandle* h : handles) {
     if (h->GetName() == rocksdb::kDefaultColumnFamilyName) {
       default_cf_ = h;
-      continue;
+    } else {
+      AdoptHandle(h);
     }
-    cfs_[h->GetName()] = std::shared_ptr<rocksdb::ColumnFamilyHandle>(
-        h, [db](rocksdb::ColumnFamilyHandle* p) {
-          db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
-        });
   }
+}
+
+void StoreImpl::AdoptHandle(rocksdb::ColumnFamilyHandle* h) {
+  rocksdb::DB* db = db_.get();
+  cfs_[h->GetName()] = std::shared_ptr<rocksdb::ColumnFamilyHandle>(
+      h, [db](rocksdb::ColumnFamilyHandle* p) {
+        db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
+      });
 }
 
 Status StoreImpl::NeedDB(std::string_view what) const {

@@ -210,15 +210,11 @@ Result<rocksdb::ColumnFamilyHandle*> StoreImpl::CreateColumnFamilyLocked(
   rocksdb::Status s = db_->CreateColumnFamily(
       rocksdb::ColumnFamilyOptions(CheckpointColumnFamilyOptions(block_cache_)),
       cf_name, &raw);
-  rocksdb::DB* db = db_.get();
   // RocksDB can fail after creating the column family (writing the OPTIONS
   // file) and still hand out its handle: keep it, so that its name is not
   // given out again and GC drops it.
   if (raw != nullptr) {
-    cfs_[cf_name] = std::shared_ptr<rocksdb::ColumnFamilyHandle>(
-        raw, [db](rocksdb::ColumnFamilyHandle* p) {
-          db->DestroyColumnFamilyHandle(p).PermitUncheckedError();
-        });
+    AdoptHandle(raw);
   } else if (!s.ok()) {
     // It can also fail after creating it without handing out the handle
     // (creating its directory): the name stays taken.

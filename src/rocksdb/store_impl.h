@@ -222,6 +222,9 @@ class StoreImpl final : public Store {
   Status OpenFailed(const rocksdb::Status& s, const std::string& where) const;
   // Takes over the column family handles of the opened DB.
   void AdoptHandles(const std::vector<rocksdb::ColumnFamilyHandle*>& handles);
+  // Keeps a checkpoint column family's handle in cfs_, under its name,
+  // destroyed when the last holder lets go of it.
+  void AdoptHandle(rocksdb::ColumnFamilyHandle* h);
   std::string FreshColumnFamilyName(const std::string& id) const;
   // True if a writer's staging directory for `id` exists (a save that was
   // begun, maybe by a process that died).
