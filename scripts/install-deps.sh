@@ -27,6 +27,9 @@ PACKAGES=(
   # The Python package (pybind11, for Debian's python3), and what its tests
   # run: torch 1.13's distributed checkpoint, pytest.
   pybind11-dev python3-dev python3-torch python3-pytest
+  # The torch 2.x environment (scripts/torch2-venv.sh) is a venv of Debian's
+  # python3.
+  python3-venv
 )
 
 missing=()
