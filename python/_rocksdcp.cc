@@ -18,9 +18,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -73,15 +75,22 @@ TensorView ViewFrom(const py::tuple& t) {
   return v;
 }
 
-// What WriteData resolves each item to: what Python resolved, by position
-// in the plan.
-class ResolvedSavePlanner : public SavePlanner {
+// What WriteData resolves each item to: Python's `resolve(i)` for the
+// plan's item i, asked only when the writer is about to write it, as torch
+// asks of a storage (a planner may copy or allocate in resolve_data), and
+// let go of once it is written (ReleaseData): a save holds only the items
+// its writer threads are writing. `resolve(i)` returns bytes (any object
+// with the buffer protocol) or a tensor view tuple plus the object that
+// keeps its memory alive: (data, owner).
+class CallbackSavePlanner : public SavePlanner {
  public:
-  ResolvedSavePlanner(const SavePlan& plan, std::vector<ResolvedData> data) {
+  CallbackSavePlanner(const SavePlan& plan, py::function resolve)
+      : resolve_(std::move(resolve)) {
     for (size_t i = 0; i < plan.items.size(); ++i) {
-      data_.emplace(plan.items[i].index, data[i]);
+      position_.emplace(plan.items[i].index, i);
     }
   }
+
   Status SetUpPlanner(const StateDict*, const std::optional<StorageMeta>&,
                       bool) override {
     return Unused();
@@ -91,20 +100,66 @@ class ResolvedSavePlanner : public SavePlanner {
     return Unused();
   }
   Result<SavePlan> FinishPlan(SavePlan) override { return Unused(); }
+  // Called from the writer's threads, without the GIL.
   Result<ResolvedData> ResolveData(const WriteItem& item) override {
-    auto it = data_.find(item.index);
-    if (it == data_.end()) {
+    auto it = position_.find(item.index);
+    if (it == position_.end()) {
       return Status::NotFound("write item " + item.index.ToString() +
-                              " was not resolved");
+                              " is not in the plan");
     }
-    return it->second;
+    const size_t i = it->second;
+    py::gil_scoped_acquire acquire;
+    try {
+      py::tuple got = resolve_(i);
+      py::object data = got[0];
+      ResolvedData resolved;
+      if (py::isinstance<py::tuple>(data)) {
+        resolved = ViewFrom(data.cast<py::tuple>());
+      } else {
+        py::buffer_info buffer = py::buffer(data).request();
+        resolved = std::string_view(static_cast<const char*>(buffer.ptr),
+                                    static_cast<size_t>(buffer.size *
+                                                        buffer.itemsize));
+      }
+      owners_[i] = got[1];
+      return resolved;
+    } catch (py::error_already_set& e) {
+      // The Python exception itself reaches the caller (Rethrow), not a
+      // Status that would lose its type.
+      std::string message = e.what();
+      if (!error_) error_ = std::move(e);
+      return Status::Aborted("resolving write item " + item.index.ToString() +
+                             " raised: " + message);
+    } catch (const std::exception& e) {
+      return Status::InvalidArgument("write item " + item.index.ToString() +
+                                     ": " + e.what());
+    }
+  }
+  void ReleaseData(const WriteItem& item) override {
+    auto it = position_.find(item.index);
+    if (it == position_.end()) return;
+    py::gil_scoped_acquire acquire;
+    owners_.erase(it->second);
+  }
+  // Raises what resolve(i) raised, if it did. REQUIRES: the GIL.
+  void Rethrow() {
+    if (error_) {
+      py::error_already_set e = std::move(*error_);
+      error_.reset();
+      throw e;
+    }
   }
 
  private:
   static Status Unused() {
     return Status::Internal("the binding's save planner only resolves data");
   }
-  std::unordered_map<MetadataIndex, ResolvedData, MetadataIndexHash> data_;
+  py::function resolve_;
+  std::unordered_map<MetadataIndex, size_t, MetadataIndexHash> position_;
+  // What keeps each resolved item's memory alive until it is written.
+  // Guarded by the GIL.
+  std::map<size_t, py::object> owners_;
+  std::optional<py::error_already_set> error_;
 };
 
 // A read item's identity: the plan may name one destination in several.
@@ -639,7 +694,11 @@ void BindStore(py::module_& m) {
                     Check(RocksDBStorageWriter::ValidateCheckpointId(id));
                   })
       .def("reset",
-           [](PyWriter& w, const std::string& id) { Check(w.writer->Reset(id)); })
+           [](PyWriter& w, const std::string& id, const std::string& save_id) {
+             Check(save_id.empty() ? w.writer->Reset(id)
+                                   : w.writer->ResetWithSaveId(id, save_id));
+           },
+           py::arg("checkpoint_id"), py::arg("save_id") = "")
       .def("set_up",
            [](PyWriter& w, bool is_coordinator, int rank, int world_size) {
              Status s = [&] {
@@ -658,27 +717,15 @@ void BindStore(py::module_& m) {
              return Unwrap(w.writer->PrepareGlobalPlan(std::move(plans)));
            })
       .def("write_data",
-           // `resolved[i]` is plan.items[i]'s data: bytes, or a tensor view.
-           [](PyWriter& w, const SavePlan& plan, const py::list& resolved) {
-             if (resolved.size() != plan.items.size()) {
-               throw py::value_error("one resolved value per plan item");
-             }
-             std::vector<ResolvedData> data;
-             for (const py::handle& r : resolved) {
-               if (py::isinstance<py::bytes>(r)) {
-                 char* p = nullptr;
-                 Py_ssize_t n = 0;
-                 PyBytes_AsStringAndSize(r.ptr(), &p, &n);
-                 data.emplace_back(std::string_view(p, static_cast<size_t>(n)));
-               } else {
-                 data.emplace_back(ViewFrom(r.cast<py::tuple>()));
-               }
-             }
-             ResolvedSavePlanner planner(plan, std::move(data));
+           // `resolve(i)` gives plan.items[i]'s data when the writer needs
+           // it (CallbackSavePlanner).
+           [](PyWriter& w, const SavePlan& plan, py::function resolve) {
+             CallbackSavePlanner planner(plan, std::move(resolve));
              Result<std::vector<WriteResult>> results = [&] {
                py::gil_scoped_release release;
                return w.writer->WriteData(plan, planner).get();
              }();
+             planner.Rethrow();
              return Unwrap(std::move(results));
            })
       .def("finish",
@@ -719,20 +766,22 @@ void BindStore(py::module_& m) {
                                                 rank, world_size));
            })
       .def("check_destinations",
-           // (fqn, dtype name or None for bytes, global size) of each
-           // destination, checked against read_metadata's result.
+           // (fqn, dtype name or None for bytes, global size, whether the
+           // dtype must match) of each destination, checked against
+           // read_metadata's result.
            [](PyReader& r,
               const std::vector<std::tuple<std::string, std::optional<std::string>,
-                                           std::vector<int64_t>>>& dests) {
+                                           std::vector<int64_t>, bool>>& dests) {
              if (!r.metadata) {
                Raise(Status::FailedPrecondition(
                    "check_destinations called before read_metadata"));
              }
              std::vector<LoadDestination> out;
-             for (const auto& [fqn, dtype, size] : dests) {
+             for (const auto& [fqn, dtype, size, check_dtype] : dests) {
                LoadDestination d;
                d.fqn = fqn;
                d.is_bytes = !dtype.has_value();
+               d.check_dtype = check_dtype;
                if (dtype) d.dtype = Unwrap(DTypeFromName(*dtype));
                d.size = size;
                out.push_back(std::move(d));

@@ -166,12 +166,16 @@ struct LoadDestination {
   DType dtype = DType::kFloat32;
   // A dense tensor's sizes, or a sharded one's global size.
   std::vector<int64_t> size;
+  // False for a destination that converts what it reads (the Python
+  // binding copies into it through a tensor of the checkpoint's dtype, as
+  // torch's FileSystemReader does): any dtype passes.
+  bool check_dtype = true;
 };
 
 // Checks every destination that the checkpoint holds against its record,
 // before anything is read, as DefaultLoadPlanner does for its state dict:
-// InvalidArgument naming each fqn whose kind (tensor or bytes), dtype or
-// global shape differs, all of them in one message. Fqns the checkpoint
+// InvalidArgument naming each fqn whose kind (tensor or bytes), dtype
+// (where check_dtype) or global shape differs, all of them in one message. Fqns the checkpoint
 // lacks are the planner's to report.
 Status CheckLoadDestinations(const Metadata& metadata,
                              const std::vector<LoadDestination>& destinations);

@@ -638,6 +638,14 @@ class RocksDBStorageWriter : public StorageWriter {
   // < 0x20 or 0x7f), and not "default" (RocksDB's own column family). The
   // error says which rule the id breaks.
   static Status ValidateCheckpointId(std::string_view checkpoint_id);
+
+  // Reset, with a save id the caller chose rather than a fresh random one:
+  // for a driver that reports the save's StorageMeta before the writer is
+  // set up (torch's save asks for it before set_up_storage_writer), so
+  // that the id it reported is the one the checkpoint records. 1 to 64
+  // characters of [0-9A-Za-z_-]; the caller keeps it unique per save.
+  virtual Status ResetWithSaveId(std::string_view checkpoint_id,
+                                 std::string_view save_id) = 0;
 };
 
 // Loads a checkpoint from a Store. Make one with Store::NewReader.

@@ -360,7 +360,10 @@ Status CheckLoadDestinations(const Metadata& metadata,
     Status s = d.is_bytes != (tensor_md == nullptr)
                    ? KindMismatch(d.fqn, tensor_md != nullptr)
                : tensor_md != nullptr
-                   ? CheckMatches(d.fqn, *tensor_md, d.dtype, d.size)
+                   ? CheckMatches(d.fqn, *tensor_md,
+                                  d.check_dtype ? d.dtype
+                                                : tensor_md->properties.dtype,
+                                  d.size)
                    : Status::OK();
     if (!s.ok()) problems.push_back(s.message());
   }

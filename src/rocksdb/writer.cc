@@ -68,15 +68,33 @@ void RocksDBStorageWriterImpl::Abandon() {
 }
 
 Status RocksDBStorageWriterImpl::Reset(std::string_view checkpoint_id) {
+  return ResetWithSaveId(checkpoint_id, RandomHex(16));
+}
+
+Status RocksDBStorageWriterImpl::ResetWithSaveId(std::string_view checkpoint_id,
+                                                 std::string_view save_id) {
   Abandon();
   has_id_ = false;
   committed_meta_.reset();
   plan_save_id_.clear();
   ROCKSDCP_RETURN_IF_ERROR(ValidateCheckpointId(checkpoint_id));
+  const bool save_id_ok =
+      !save_id.empty() && save_id.size() <= 64 &&
+      std::all_of(save_id.begin(), save_id.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+               (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
+      });
+  if (!save_id_ok) {
+    return Status::InvalidArgument(
+        "save of checkpoint " + Quote(checkpoint_id) + ": save id " +
+        Quote(save_id) + " is not 1 to 64 characters of [0-9A-Za-z_-]");
+  }
   checkpoint_id_ = std::string(checkpoint_id);
-  save_id_ = RandomHex(16);
+  save_id_ = std::string(save_id);
+  // The staging directory's name is fresh whatever the save id: two
+  // writers given one save id must not share a directory.
   staging_dir_ = (fs::path(store_->staging_root()) /
-                  StagingDirName(checkpoint_id_, save_id_))
+                  StagingDirName(checkpoint_id_, save_id_ + "-" + RandomHex(4)))
                      .string();
   has_id_ = true;
   return Status::OK();
@@ -234,6 +252,11 @@ Result<std::vector<SavePlan>> RocksDBStorageWriterImpl::PrepareGlobalPlan(
   // followers open no RocksDB.
   // Every rank learns the coordinator's save id, which GetStorageMeta then
   // returns.
+  // The ranks that take part are those planned: the checkpoint records
+  // their number as its world size, whatever SetUpStorageWriter was told
+  // (torch's driver tells a writer its rank, not the world's size, and
+  // saves with a subgroup or, with no_dist, alone).
+  world_size_ = static_cast<int>(plans.size());
   for (size_t i = 0; i < plans.size(); ++i) {
     format::RankPlan rank;
     rank.file_prefix = "rank" + std::to_string(i);

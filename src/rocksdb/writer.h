@@ -46,6 +46,8 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
                                uint64_t piece_bytes);
 
   Status Reset(std::string_view checkpoint_id) override;
+  Status ResetWithSaveId(std::string_view checkpoint_id,
+                         std::string_view save_id) override;
   Status SetUpStorageWriter(bool is_coordinator, int rank,
                             int world_size) override;
   Result<SavePlan> PrepareLocalPlan(SavePlan plan) override;
@@ -124,7 +126,7 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   const RocksDBWriterOptions options_;
 
   std::string checkpoint_id_;
-  // This rank's, fresh for each Reset: it names the staging directory.
+  // This rank's, fresh for each Reset (or the caller's: ResetWithSaveId).
   std::string save_id_;
   // The coordinator's, from this rank's plan (WriteData): the one the
   // checkpoint records.

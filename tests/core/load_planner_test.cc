@@ -565,5 +565,20 @@ TEST_F(LoadPlannerTest, CheckLoadDestinationsNamesEveryMismatch) {
                "checkpoint has bytes, state dict has a tensor"));
 }
 
+// A destination that converts what it reads (the Python binding's) takes
+// any dtype; its shape and kind are still checked.
+TEST_F(LoadPlannerTest, CheckLoadDestinationsSkipsTheDtypeOfConvertingOnes) {
+  Saved("a", {4, 8}, {Box{{0, 0}, {4, 8}}}, DType::kBFloat16);
+  Saved("b", {3}, {Box{{0}, {3}}}, DType::kFloat32);
+  EXPECT_OK(CheckLoadDestinations(
+      metadata_, {{"a", false, DType::kFloat64, {4, 8}, false}}));
+  EXPECT_THAT(CheckLoadDestinations(
+                  metadata_, {{"a", false, DType::kFloat64, {4, 8}, false},
+                              {"b", false, DType::kInt8, {2}, false}}),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "item 'b': shape mismatch: checkpoint has [3], state "
+                       "dict has [2]"));
+}
+
 }  // namespace
 }  // namespace rocksdcp

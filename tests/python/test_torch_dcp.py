@@ -212,18 +212,32 @@ def test_missing_checkpoint_is_not_found(tmp_path):
     assert "rocksdcp" in str(e.value) and "not found" in str(e.value)
 
 
-def test_shape_and_dtype_mismatches_are_refused_before_any_byte(tmp_path):
+def test_shape_mismatches_are_refused_before_any_byte(tmp_path):
     path = tmp_path / "store"
-    save(path, "c", {"w": torch.arange(32.0).reshape(4, 8), "b": torch.ones(3)})
-    into = {"w": torch.full((8, 4), -1.0), "b": torch.zeros(3, dtype=torch.float64)}
+    save(path, "c", {"w": torch.arange(32.0).reshape(4, 8), "v": torch.ones(3),
+                     "b": torch.ones(3)})
+    into = {"w": torch.full((8, 4), -1.0), "v": torch.zeros(2),
+            "b": torch.zeros(3, dtype=torch.float64)}
     with pytest.raises(dcp.CheckpointException) as e:
         load(path, "c", into)
     err = failure(e)
     assert isinstance(err, rocksdcp.InvalidArgument)
     assert str(err) == ("item 'w': shape mismatch: checkpoint has [4, 8], state dict has "
-                        "[8, 4]; item 'b': dtype mismatch: checkpoint has float32, state dict "
-                        "has float64")
+                        "[8, 4]; item 'v': shape mismatch: checkpoint has [3], state dict has "
+                        "[2]")
     assert bool((into["w"] == -1).all())  # Not a byte copied.
+    assert bool((into["b"] == 0).all())
+
+
+def test_a_destination_of_another_dtype_gets_the_values_converted(tmp_path):
+    # As torch's FileSystemReader does (target.copy_(tensor)).
+    path = tmp_path / "store"
+    w = torch.randn(64, 33)
+    save(path, "c", {"w": w, "i": torch.arange(10, dtype=torch.int32)})
+    into = {"w": torch.zeros(64, 33, dtype=torch.float64), "i": torch.zeros(10)}
+    load(path, "c", into)
+    assert into["w"].dtype == torch.float64 and torch.equal(into["w"], w.double())
+    assert torch.equal(into["i"], torch.arange(10.0))
 
 
 def test_locked_store_fails_the_save_naming_the_lock(tmp_path, lock_holder):
@@ -259,7 +273,7 @@ def test_a_failed_save_commits_nothing(tmp_path):
     with pytest.raises(dcp.CheckpointException) as e:
         save(path, "bad", bad)
     assert isinstance(failure(e), rocksdcp.InvalidArgument)
-    assert "item 'meta': tensor is on meta" in str(failure(e))
+    assert "item 'meta': tensor is on the meta device" in str(failure(e))
     with pytest.raises(dcp.CheckpointException) as e:
         save(path, "keep", {"w": torch.zeros(2)})
     assert isinstance(failure(e), rocksdcp.AlreadyExists)
@@ -294,16 +308,31 @@ def test_planner_data_is_plain_data_or_refused(tmp_path):
     assert "never pickles" in str(failure(e))
 
 
-def test_byte_items_are_bytes_and_other_objects_are_refused(tmp_path):
+def test_byte_items_are_bytes_and_other_values_are_data(tmp_path):
     path = tmp_path / "store"
     save(path, "c", {"blob": b"\x00\x01raw", "w": torch.ones(1)}, planner=rt.DefaultSavePlanner())
     assert rocksdcp.Store(path, read_only=True).load_bytes("c", "blob") == {"blob": b"\x00\x01raw"}
     into = {"blob": b"", "w": torch.zeros(1)}
     load(path, "c", into, planner=rt.DefaultLoadPlanner())
     assert into["blob"] == b"\x00\x01raw"
+    # Numbers as tensors (a C++ reader reads them), other plain data
+    # encoded; what is not plain data is refused.
+    state = {"lr": 0.5, "step": 3, "on": True, "betas": (0.9, 0.999), "name": "adam",
+             "none": None, "ids": [1, 2]}
+    save(path, "d", state, planner=rt.DefaultSavePlanner())
+    items = rocksdcp.Store(path, read_only=True).items("d")
+    assert items["lr"] == ("tensor", "float64", ()) and items["step"] == ("tensor", "int64", ())
+    assert items["betas"] == ("tensor", "float64", (2,))
+    assert items["ids"] == ("tensor", "int64", (2,)) and items["on"] == ("tensor", "bool", ())
+    assert items["name"] == items["none"] == ("bytes",)
+    into = {"lr": 0.0, "step": 0, "on": False, "betas": (0.0, 0.0), "name": "", "none": 1,
+            "ids": [0, 0]}
+    load(path, "d", into, planner=rt.DefaultLoadPlanner())
+    assert into == state
+    assert type(into["step"]) is int and type(into["betas"]) is tuple
     with pytest.raises(dcp.CheckpointException) as e:
-        save(path, "d", {"obj": {"a": 1}}, planner=rt.DefaultSavePlanner())
-    assert "item 'obj' is a dict: rocksdcp saves tensors and bytes" in str(e.value)
+        save(path, "e", {"obj": object()}, planner=rt.DefaultSavePlanner())
+    assert "item 'obj': a builtins.object is not plain data" in str(e.value)
 
 
 # ---- Between C++ and Python ----

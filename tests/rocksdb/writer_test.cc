@@ -400,5 +400,60 @@ TEST_F(WriterTest, DirectWritesSaveTheSameCheckpoint) {
   EXPECT_TRUE(written->entries == buffered.entries);
 }
 
+// torch's driver asks for a save's StorageMeta before it sets the writer
+// up: the save id it was told is the one the checkpoint records.
+TEST_F(WriterTest, ResetWithSaveIdRecordsTheCallersSaveId) {
+  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
+  ASSERT_OK(writer->ResetWithSaveId("c", "0123abcd-x_Y"));
+  EXPECT_EQ(writer->GetStorageMeta()->save_id, "0123abcd-x_Y");
+  OwnedTensor t = RandomTensor(DType::kFloat32, {8}, 1);
+  StateDict sd{{"w", t.view}};
+  DefaultSavePlanner planner;
+  ASSERT_OK(planner.SetUpPlanner(&sd, writer->GetStorageMeta(), true));
+  ASSERT_OK(writer->SetUpStorageWriter(true, 0, 1));
+  ASSERT_OK_AND_ASSIGN(SavePlan local, planner.CreateLocalPlan());
+  ASSERT_OK_AND_ASSIGN(GlobalSavePlan global, planner.CreateGlobalPlan({local}));
+  ASSERT_OK_AND_ASSIGN(auto plans, writer->PrepareGlobalPlan(global.plans));
+  ASSERT_OK_AND_ASSIGN(SavePlan final_plan, planner.FinishPlan(plans[0]));
+  ASSERT_OK_AND_ASSIGN(auto results, writer->WriteData(final_plan, planner).get());
+  ASSERT_OK(writer->Finish(&global.metadata, {results}));
+  ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader());
+  ASSERT_OK(reader->Reset("c"));
+  ASSERT_OK_AND_ASSIGN(Metadata md, reader->ReadMetadata());
+  EXPECT_EQ(md.storage_meta->save_id, "0123abcd-x_Y");
+}
+
+TEST_F(WriterTest, ResetWithSaveIdRefusesIdsThatCannotNameAFile) {
+  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
+  for (const char* bad : {"", "../x", "a b", "x/y"}) {
+    EXPECT_THAT(writer->ResetWithSaveId("c", bad),
+                StatusIs(StatusCode::kInvalidArgument,
+                         HasSubstr("is not 1 to 64 characters of [0-9A-Za-z_-]")))
+        << bad;
+  }
+  EXPECT_THAT(writer->ResetWithSaveId("c", std::string(65, 'a')),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("save id")));
+}
+
+// The checkpoint records the ranks the coordinator planned, whatever world
+// size it was told: torch's driver tells a writer its rank only.
+TEST_F(WriterTest, TheWorldSizeRecordedIsTheNumberOfPlannedRanks) {
+  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
+  ASSERT_OK(writer->Reset("c"));
+  OwnedTensor t = RandomTensor(DType::kFloat32, {8}, 2);
+  StateDict sd{{"w", t.view}};
+  DefaultSavePlanner planner;
+  ASSERT_OK(planner.SetUpPlanner(&sd, writer->GetStorageMeta(), true));
+  ASSERT_OK(writer->SetUpStorageWriter(true, 0, 4));
+  ASSERT_OK_AND_ASSIGN(SavePlan local, planner.CreateLocalPlan());
+  ASSERT_OK_AND_ASSIGN(GlobalSavePlan global, planner.CreateGlobalPlan({local}));
+  ASSERT_OK_AND_ASSIGN(auto plans, writer->PrepareGlobalPlan(global.plans));
+  ASSERT_OK_AND_ASSIGN(SavePlan final_plan, planner.FinishPlan(plans[0]));
+  ASSERT_OK_AND_ASSIGN(auto results, writer->WriteData(final_plan, planner).get());
+  ASSERT_OK(writer->Finish(&global.metadata, {results}));
+  ASSERT_OK_AND_ASSIGN(CheckpointInfo info, store_->Info("c"));
+  EXPECT_EQ(info.world_size, 1);
+}
+
 }  // namespace
 }  // namespace rocksdcp::testing

@@ -23,10 +23,12 @@ unpickle byte items on load; ``DefaultSavePlanner`` and
 """
 
 from rocksdcp.torch._compat import IS_TORCH2, dcp  # noqa: F401
+from rocksdcp.torch._plain import PlainRecord, register_plain_type
 from rocksdcp.torch._planners import DefaultLoadPlanner, DefaultSavePlanner
 from rocksdcp.torch._storage import StorageReader, StorageWriter
 
 CheckpointException = dcp.api.CheckpointException
 
 __all__ = ["StorageWriter", "StorageReader", "DefaultSavePlanner",
-           "DefaultLoadPlanner", "CheckpointException", "dcp", "IS_TORCH2"]
+           "DefaultLoadPlanner", "CheckpointException", "dcp", "IS_TORCH2",
+           "register_plain_type", "PlainRecord"]

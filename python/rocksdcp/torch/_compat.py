@@ -93,3 +93,7 @@ if hasattr(dcp.metadata, "TensorProperties"):
 else:
     TensorProperties = sys.modules[_SHARDED_METADATA].TensorProperties
 StorageMeta = getattr(dcp.metadata, "StorageMeta", None)
+if IS_TORCH2:
+    # Writes a value into a nested state dict at a path of torch's
+    # flattening (torch 1.13 does not flatten).
+    from torch.distributed.checkpoint._traverse import set_element  # noqa: E402,F401

@@ -4,24 +4,20 @@ torch's ``Metadata``, ``MetadataIndex``, ``TensorProperties``, chunk and
 storage metadata, plans and write results map onto the C++ library's data
 model (include/rocksdcp/metadata.h) one field to one field, so that a
 checkpoint saved from Python is the C++ library's checkpoint, and the other
-way round. Nothing is pickled: a ``planner_data`` that is not plain data is
-refused with ``InvalidArgument``.
+way round. Nothing is pickled: ``planner_data`` is stored as plain data
+(``_plain``), and one that is not is refused with ``InvalidArgument``.
 """
 
 import dataclasses
-import json
 
 import torch
 
 from rocksdcp import InvalidArgument, _rocksdcp
 from rocksdcp.torch import _compat as c
+from rocksdcp.torch import _plain
 
 # torch's MEM_FORMAT_ENCODING: what rocksdcp records of a memory format.
 _MEMORY_FORMATS = [torch.contiguous_format, torch.channels_last, torch.preserve_format]
-
-# Metadata.planner_data as stored: empty for None, raw for bytes, and this
-# prefix and JSON for plain data (str, int, float, bool, list, dict).
-_JSON_PREFIX = b"rocksdcp-json:"
 
 
 # ---- dtypes and tensors ----
@@ -39,27 +35,51 @@ def torch_dtype(name, fqn):
     return dtype
 
 
-def tensor_view(tensor, fqn):
-    """(data_ptr, dtype, sizes, strides) of a CPU tensor's own memory: what
-    the native module reads from or writes into, in place."""
+def _check_dense(tensor, fqn):
     if not isinstance(tensor, torch.Tensor):
         raise InvalidArgument("item {!r}: expected a tensor, got {}".format(fqn, type(tensor).__name__))
-    if tensor.device.type != "cpu":
-        raise InvalidArgument(
-            "item {!r}: tensor is on {}; rocksdcp reads and writes CPU tensors only: "
-            "copy it to the CPU first".format(fqn, tensor.device))
     if tensor.layout != torch.strided:
         raise InvalidArgument(
             "item {!r}: tensor has layout {}; rocksdcp saves strided (dense) tensors "
             "only".format(fqn, tensor.layout))
     if tensor.is_quantized:
         raise InvalidArgument("item {!r}: tensor is quantized ({})".format(fqn, tensor.dtype))
-    if tensor.is_conj() or tensor.is_neg():
-        raise InvalidArgument(
-            "item {!r}: tensor has its lazy conjugate or negative bit set: call "
-            "resolve_conj() / resolve_neg() first".format(fqn))
+    if tensor.device.type == "meta":
+        raise InvalidArgument("item {!r}: tensor is on the meta device: it has no data".format(fqn))
+
+
+def _view(tensor):
     return (tensor.data_ptr(), dtype_name(tensor.dtype), list(tensor.shape),
             list(tensor.stride()))
+
+
+def save_view(tensor, fqn):
+    """(view, owner) of what a save writes for ``tensor``: the tensor's own
+    memory when it is a plain CPU tensor, else a CPU copy, as torch's
+    FileSystemWriter copies (``tensor.cpu()``) a tensor on another device,
+    and resolves a lazily conjugated or negated one. ``owner`` keeps the
+    memory alive."""
+    _check_dense(tensor, fqn)
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    return _view(t), t
+
+
+def load_view(tensor, stored_dtype, fqn):
+    """The view a load writes into ``tensor`` in place, or None when it
+    must go through a tensor of the checkpoint's dtype on the CPU and be
+    copied in (another device, another dtype, a lazy conjugate or negative
+    bit), as torch's FileSystemReader copies (``target.copy_(tensor)``)."""
+    _check_dense(tensor, fqn)
+    if (tensor.device.type != "cpu" or tensor.dtype != stored_dtype or tensor.is_conj()
+            or tensor.is_neg()):
+        return None
+    return _view(tensor)
 
 
 # ---- The data model ----
@@ -103,6 +123,14 @@ def chunk_from_native(chunk):
     return c.ChunkStorageMetadata(offsets=torch.Size(chunk.offsets), sizes=torch.Size(chunk.sizes))
 
 
+def stored_dtype(metadata, fqn):
+    """The dtype the checkpoint holds ``fqn`` in (torch's Metadata)."""
+    md = metadata.state_dict_metadata.get(fqn)
+    if not isinstance(md, c.TensorStorageMetadata):
+        raise InvalidArgument("item {!r}: the checkpoint holds no tensor of that name".format(fqn))
+    return md.properties.dtype
+
+
 def write_item_to_native(item):
     data = item.tensor_data
     native_data = None
@@ -123,9 +151,8 @@ def storage_data_bytes(value, what):
     raise InvalidArgument("{}: storage_data {!r} is not rocksdcp's".format(what, value))
 
 
-def save_plan_to_native(plan):
-    return _rocksdcp.SavePlan([write_item_to_native(i) for i in plan.items],
-                              storage_data_bytes(plan.storage_data, "save plan"))
+def save_plan_to_native(plan, storage_data):
+    return _rocksdcp.SavePlan([write_item_to_native(i) for i in plan.items], storage_data)
 
 
 def read_item_to_native(item):
@@ -135,17 +162,10 @@ def read_item_to_native(item):
                               list(item.lengths))
 
 
-def load_plan_to_native(plan):
-    return _rocksdcp.LoadPlan([read_item_to_native(i) for i in plan.items],
+def load_plan_to_native(plan, items=None):
+    """``plan``, or the subset ``items`` of its items, as rocksdcp's."""
+    return _rocksdcp.LoadPlan([read_item_to_native(i) for i in (plan.items if items is None else items)],
                               storage_data_bytes(plan.storage_data, "load plan"))
-
-
-def with_storage_data(plan, native):
-    """``plan`` with the storage_data rocksdcp's planning gave it: the only
-    field rocksdcp's storage planning changes."""
-    if len(native.items) != len(plan.items):
-        raise InvalidArgument("rocksdcp's storage planning changed a plan's items")
-    return dataclasses.replace(plan, storage_data=native.storage_data or None)
 
 
 def write_result_to_native(r):
@@ -159,25 +179,20 @@ def write_result_from_native(r):
 
 
 def _planner_data_to_bytes(value):
+    """Metadata.planner_data as stored: empty for None, raw for bytes (that
+    do not look encoded), else plain data (``_plain``)."""
     if value is None:
         return b""
-    if isinstance(value, (bytes, bytearray)):
-        if bytes(value).startswith(_JSON_PREFIX):
-            raise InvalidArgument("planner_data starts with rocksdcp's JSON marker")
+    if isinstance(value, (bytes, bytearray)) and value and not _plain.is_encoded(value):
         return bytes(value)
-    try:
-        return _JSON_PREFIX + json.dumps(value, allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError) as e:
-        raise InvalidArgument(
-            "planner_data of type {} is not plain data (None, bytes, str, numbers, lists "
-            "and dicts of them) and rocksdcp never pickles: {}".format(type(value).__name__, e)) from None
+    return _plain.encode(value, "planner_data")
 
 
 def _planner_data_from_bytes(data):
     if not data:
         return None
-    if data.startswith(_JSON_PREFIX):
-        return json.loads(data[len(_JSON_PREFIX):].decode("utf-8"))
+    if _plain.is_encoded(data):
+        return _plain.decode(data, "the checkpoint's planner_data")
     return data
 
 
@@ -211,14 +226,26 @@ def metadata_from_native(native):
                 chunks=[chunk_from_native(ch) for ch in item.chunks])
     md = c.Metadata(state_dict_metadata=items,
                     planner_data=_planner_data_from_bytes(native.planner_data))
+    set_identity(md, native)
+    return md
+
+
+def storage_meta_from_native(meta):
+    """torch 2.x's StorageMeta of rocksdcp's, or None (torch 1.13 has none)."""
+    if c.StorageMeta is None or meta is None:
+        return None
+    names = {f.name for f in dataclasses.fields(c.StorageMeta)}
+    return c.StorageMeta(**{name: getattr(meta, name)
+                            for name in ("checkpoint_id", "save_id", "load_id", "modules")
+                            if name in names})
+
+
+def set_identity(md, native):
+    """Sets torch's ``md.storage_meta`` and ``md.version`` (torch 2.x's
+    fields) from rocksdcp's metadata ``native``, as torch's own storages
+    fill them in."""
     fields = {f.name for f in dataclasses.fields(md)}
-    meta = native.storage_meta
-    if c.StorageMeta is not None and "storage_meta" in fields and meta is not None:
-        kwargs = {}
-        for name in ("checkpoint_id", "save_id", "load_id", "modules"):
-            if name in {f.name for f in dataclasses.fields(c.StorageMeta)}:
-                kwargs[name] = getattr(meta, name)
-        md.storage_meta = c.StorageMeta(**kwargs)
+    if "storage_meta" in fields and native.storage_meta is not None:
+        md.storage_meta = storage_meta_from_native(native.storage_meta)
     if "version" in fields:
         md.version = native.version
-    return md

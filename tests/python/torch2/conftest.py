@@ -1,0 +1,85 @@
+"""Shared helpers of the torch 2.x tests, which ctest runs with the python
+of scripts/torch2-venv.sh (torch 2.x from PyPI) and PYTHONPATH pointing at
+the build tree's package (tests/CMakeLists.txt). Every test gets a fresh
+temporary directory (pytest's tmp_path)."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import rocksdcp.torch as rt
+
+assert rt.IS_TORCH2 and int(torch.__version__.split(".")[0]) >= 2, torch.__version__
+
+dcp = rt.dcp
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def failure(e, rank=0):
+    """The exception torch's CheckpointException wraps, of ``rank``."""
+    wrapped = e.value.failures[rank]
+    return wrapped[0] if isinstance(wrapped, tuple) else wrapped
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(script, nproc, *args, timeout=300, env=None, check=True):
+    """Runs ``script`` (a file of this directory) in ``nproc`` processes
+    with torch's own launcher, its rendezvous on 127.0.0.1; returns the
+    CompletedProcess (stdout and stderr captured)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+           "--nproc-per-node={}".format(nproc), "--master-addr=127.0.0.1",
+           "--master-port={}".format(free_port()), os.path.join(HERE, script)]
+    cmd += [str(a) for a in args]
+    full_env = dict(os.environ, OMP_NUM_THREADS="1")
+    full_env.update(env or {})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    if check and proc.returncode != 0:
+        pytest.fail("{} failed ({}):\n{}\n{}".format(" ".join(cmd), proc.returncode,
+                                                     proc.stdout[-6000:], proc.stderr[-6000:]))
+    return proc
+
+
+def tool(env_name):
+    """A program of the build, named by the environment ctest sets."""
+    path = os.environ.get(env_name)
+    if not path:
+        pytest.skip("{} is not set (run through ctest)".format(env_name))
+    return path
+
+
+class LockHolder:
+    """Another process holding a store open read-write until closed."""
+
+    def __init__(self, path):
+        code = ("import sys, rocksdcp; s = rocksdcp.Store(sys.argv[1]); "
+                "print('ready', flush=True); sys.stdin.read()")
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(path)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def close(self):
+        self.proc.stdin.close()
+        assert self.proc.wait() == 0
+
+
+@pytest.fixture
+def lock_holder():
+    holders = []
+
+    def hold(path):
+        holders.append(LockHolder(path))
+        return holders[-1]
+
+    yield hold
+    for h in holders:
+        h.close()
