@@ -268,14 +268,16 @@ class _WriterMethods:
         # rank's token, and the rank will write the items of the plan it
         # had before, which an incremental save needs to plan its
         # references: the last usable plan of that rank into this store.
-        tokens = [b"" if p.storage_data is None and not p.usable else
-                  _split_plan_data(p.storage_data, self._where())[0] for p in plans]
+        # (torch 1.13's plans have no `usable`: every one is.)
+        usable = [getattr(p, "usable", True) for p in plans]
+        tokens = [b"" if p.storage_data is None and not u else
+                  _split_plan_data(p.storage_data, self._where())[0] for p, u in zip(plans, usable)]
         full = []
-        for i, p in enumerate(plans):
+        for i, (p, u) in enumerate(zip(plans, usable)):
             key = (os.path.abspath(self._path), len(plans), i)
-            if p.usable:
+            if u:
                 _WriterMethods._last_plans[key] = p
-            full.append(p if p.usable else _WriterMethods._last_plans.get(key, p))
+            full.append(p if u else _WriterMethods._last_plans.get(key, p))
         native = self._native.prepare_global_plan(
             [cv.save_plan_to_native(p, b"") for p in full])
         self._rank_plans = [n.storage_data for n in native]
