@@ -186,8 +186,14 @@ class _WriterMethods:
         writer = store.new_writer(self._overwrite, self._max_piece_bytes,
                                   self._base, self._base_on_newest,
                                   self._compress)
-        writer.reset(_checkpoint_id(self._id, "rocksdcp save"), self._save_id)
-        writer.set_up(self._is_coordinator, self._rank, self._world_size)
+        try:
+            writer.reset(_checkpoint_id(self._id, "rocksdcp save"), self._save_id)
+            writer.set_up(self._is_coordinator, self._rank, self._world_size)
+        except BaseException:
+            # The exception's traceback keeps this frame: it must not keep
+            # the store open, nor the id claimed, while a caller holds it.
+            writer = store = None
+            raise
         return writer
 
     @property
@@ -317,7 +323,13 @@ class _WriterMethods:
             raise InvalidArgument("item {!r}: the planner resolved a byte item to {}".format(
                 item.index.fqn, type(data).__name__))
 
-        results = self._native.write_data(native_plan, resolve)
+        try:
+            results = self._native.write_data(native_plan, resolve)
+        except BaseException:
+            # Nothing of this save is committed: let go of the id and the
+            # store now, not when this writer object goes.
+            self._native = None
+            raise
         return _done([cv.write_result_from_native(r) for r in results])
 
     def finish(self, metadata, results):
@@ -327,9 +339,13 @@ class _WriterMethods:
         if not self._is_coordinator or self._native is None:
             raise InvalidArgument("{}: finish called on rank {}, which is not the coordinator "
                                   "that set the save up".format(self._where(), self._rank))
-        committed = self._native.finish(
-            cv.metadata_to_native(metadata),
-            [[cv.write_result_to_native(r) for r in rank] for rank in results])
+        try:
+            committed = self._native.finish(
+                cv.metadata_to_native(metadata),
+                [[cv.write_result_to_native(r) for r in rank] for rank in results])
+        except BaseException:
+            self._native = None
+            raise
         cv.set_identity(metadata, committed)
         self._committed = cv.storage_meta_from_native(committed.storage_meta)
         # The store's lock goes with it: another process (async_save's)

@@ -418,3 +418,29 @@ def test_validate_checkpoint_id():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert rt.StorageWriter("/nonexistent").checkpoint_id is None
+
+
+def test_a_failed_save_lets_go_of_the_id_and_the_store(tmp_path, lock_holder):
+    path = tmp_path / "store"
+    save(path, "c", {"w": torch.ones(2)})
+    # The exceptions are kept, as a caller that logs them keeps them.
+    with pytest.raises(dcp.CheckpointException) as exists:
+        save(path, "c", {"w": torch.ones(2)})
+    assert isinstance(failure(exists), rocksdcp.AlreadyExists)
+
+    class Failing(TorchSavePlanner):
+        def resolve_data(self, write_item):
+            raise RuntimeError("staging failed")
+
+    writer = rt.StorageWriter(path, overwrite=True)
+    with pytest.raises(dcp.CheckpointException) as failed:
+        save(path, "c", {"w": torch.ones(2)}, writer=writer, planner=Failing())
+    assert "staging failed" in str(failure(failed))
+    # Neither the failed set-up nor the failed write holds the id or the
+    # store: another writer overwrites the id, another process locks.
+    save(path, "c", {"w": torch.zeros(2)}, writer=rt.StorageWriter(path, overwrite=True))
+    into = {"w": torch.ones(2)}
+    load(path, "c", into)
+    assert torch.equal(into["w"], torch.zeros(2))
+    lock_holder(path)
+    assert writer is not None and exists.value is not None
