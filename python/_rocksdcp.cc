@@ -248,23 +248,24 @@ std::shared_ptr<Store> OpenShared(const std::string& path,
                         .string();
   if (ec) key = std::filesystem::absolute(path).lexically_normal().string();
   const std::string writable = key + (options.follower ? "\n(follower)" : "");
-  std::unique_lock<std::mutex> lock(mu);
-  if (!options.read_only || share_writable_for_reads) {
-    if (auto it = open->find(writable); it != open->end()) {
-      if (auto store = it->second.lock()) return store;
-    }
-  }
-  lock.unlock();
-  Result<std::unique_ptr<Store>> made = [&] {
+  // Opened under the lock, so that two threads opening one store (two
+  // saves of async_save at once) share one handle; without the GIL, which
+  // a thread waiting for the lock may hold.
+  Result<std::shared_ptr<Store>> store = [&]() -> Result<std::shared_ptr<Store>> {
     py::gil_scoped_release release;
-    return Store::Open(path, options);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!options.read_only || share_writable_for_reads) {
+      if (auto it = open->find(writable); it != open->end()) {
+        if (auto shared = it->second.lock()) return shared;
+      }
+    }
+    ROCKSDCP_ASSIGN_OR_RETURN(std::unique_ptr<Store> made,
+                              Store::Open(path, options));
+    std::shared_ptr<Store> shared(std::move(made));
+    if (!options.read_only) (*open)[writable] = shared;
+    return shared;
   }();
-  std::shared_ptr<Store> store(Unwrap(std::move(made)));
-  if (!options.read_only) {
-    lock.lock();
-    (*open)[writable] = store;
-  }
-  return store;
+  return Unwrap(std::move(store));
 }
 
 // A Store that Python may close while writers and readers it made still
@@ -660,12 +661,23 @@ void BindStore(py::module_& m) {
              return Unwrap(std::move(md));
            })
       .def("new_writer",
+           // 0 for max_piece_bytes, memory_budget and
+           // writable_file_max_buffer_size: the library's default.
            [](const PyStore& s, bool overwrite, uint64_t max_piece_bytes,
               const std::string& base, bool base_on_newest,
-              const std::string& compress) {
+              const std::string& compress, int write_threads,
+              bool use_direct_writes, uint64_t memory_budget,
+              uint64_t writable_file_max_buffer_size) {
              RocksDBWriterOptions options;
              options.overwrite = overwrite;
              if (max_piece_bytes != 0) options.max_piece_bytes = max_piece_bytes;
+             options.write_threads = write_threads;
+             options.use_direct_writes = use_direct_writes;
+             if (memory_budget != 0) options.memory_budget = memory_budget;
+             if (writable_file_max_buffer_size != 0) {
+               options.writable_file_max_buffer_size =
+                   writable_file_max_buffer_size;
+             }
              options.base = base;
              options.base_on_newest = base_on_newest;
              // "", "always" or "when_disk_bound" (CompressionPolicy).
@@ -683,7 +695,9 @@ void BindStore(py::module_& m) {
            },
            py::arg("overwrite") = false, py::arg("max_piece_bytes") = 0,
            py::arg("base") = "", py::arg("base_on_newest") = false,
-           py::arg("compress") = "")
+           py::arg("compress") = "", py::arg("write_threads") = 0,
+           py::arg("use_direct_writes") = false, py::arg("memory_budget") = 0,
+           py::arg("writable_file_max_buffer_size") = 0)
       .def("new_reader", [](const PyStore& s) {
         return PyReader{s.store, Unwrap(s.Get().NewReader()), nullptr};
       });

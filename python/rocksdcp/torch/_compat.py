@@ -97,3 +97,7 @@ if IS_TORCH2:
     # Writes a value into a nested state dict at a path of torch's
     # flattening (torch 1.13 does not flatten).
     from torch.distributed.checkpoint._traverse import set_element  # noqa: E402,F401
+# The base of a storage writer that stages for async_save itself, as a
+# tuple of bases: empty where torch has none (1.13).
+_staging_module = getattr(dcp, "staging", None)
+ASYNC_STAGER = (_staging_module.AsyncStager,) if hasattr(_staging_module, "AsyncStager") else ()

@@ -21,6 +21,7 @@ from torch.futures import Future
 from rocksdcp import InvalidArgument, _rocksdcp
 from rocksdcp.torch import _compat as c
 from rocksdcp.torch import _convert as cv
+from rocksdcp.torch import _staging
 
 # A save plan's storage_data, as torch carries it between the ranks:
 #   local plan:  _PLAN_TAG token
@@ -100,7 +101,9 @@ class _WriterMethods:
 
     def __init__(self, path, checkpoint_id=None, *, overwrite=False, rank=None,
                  world_size=None, process_group=None, max_piece_bytes=None,
-                 base=None, base_on_newest=False, compress=False):
+                 base=None, base_on_newest=False, compress=False, write_threads=0,
+                 use_direct_writes=False, memory_budget=None,
+                 cache_staged_state_dict=True):
         """Saves into the rocksdcp store at ``path`` (created if missing) as
         checkpoint ``checkpoint_id`` (torch 2.x may pass it to ``reset``
         instead: ``dcp.save(..., checkpoint_id=...)``). ``overwrite``
@@ -127,6 +130,20 @@ class _WriterMethods:
         bytes none), at the speed of compression. Every reader decodes
         them.
 
+        ``write_threads`` (0: one per core, as the data allows),
+        ``use_direct_writes`` (O_DIRECT staging files: no page cache, least
+        CPU) and ``memory_budget`` (bytes a save's writer threads may
+        hold; default 512 MiB) are the C++ writer's options of those names
+        (include/rocksdcp/rocksdb_store.h, RocksDBWriterOptions).
+
+        ``dcp.async_save`` stages the state dict through this writer (it
+        is torch 2.x's ``AsyncStager``): into a copy it keeps and reuses
+        from one async save to the next (``cache_staged_state_dict``, the
+        default; False makes a fresh copy each time, as torch's stager
+        does). The caller then waits only for the copy, not for fresh
+        memory to be allocated and touched; the price is a copy of the
+        state dict kept between saves (``close()`` lets go of it).
+
         The coordinator opens the store read-write when torch sets the
         writer up (``set_up_storage_writer`` / ``init``), so that a locked
         store fails the save there, and closes it once the save is
@@ -147,6 +164,10 @@ class _WriterMethods:
         self._rank_arg, self._world_arg, self._group = rank, world_size, process_group
         self._max_piece_bytes = max_piece_bytes or 0
         self._base, self._base_on_newest = base or "", bool(base_on_newest)
+        self._write_threads, self._direct = int(write_threads), bool(use_direct_writes)
+        self._memory_budget = int(memory_budget or 0)
+        self._cache_staged = bool(cache_staged_state_dict)
+        self._stager = None
         if compress in (True, "when_disk_bound"):
             self._compress = "when_disk_bound"
         elif compress == "always":
@@ -176,6 +197,7 @@ class _WriterMethods:
         # copy opens the store itself, and uses its own default group.
         state["_native"] = None
         state["_group"] = None
+        state["_stager"] = None
         return state
 
     def _where(self):
@@ -185,7 +207,9 @@ class _WriterMethods:
         store = _rocksdcp.Store(self._path, follower=follower)
         writer = store.new_writer(self._overwrite, self._max_piece_bytes,
                                   self._base, self._base_on_newest,
-                                  self._compress)
+                                  self._compress, write_threads=self._write_threads,
+                                  use_direct_writes=self._direct,
+                                  memory_budget=self._memory_budget)
         try:
             writer.reset(_checkpoint_id(self._id, "rocksdcp save"), self._save_id)
             writer.set_up(self._is_coordinator, self._rank, self._world_size)
@@ -248,6 +272,31 @@ class _WriterMethods:
             return cv.storage_meta_from_native(self._native.storage_meta())
         return c.StorageMeta(checkpoint_id=None if self._id is None else str(self._id),
                              save_id=self._save_id)
+
+    # -- torch 2.x's AsyncStager, for dcp.async_save --
+
+    # Staging is done when stage returns: nothing to wait for after.
+    _synchronize_after_execute = False
+
+    @property
+    def should_synchronize_after_execute(self):
+        return False
+
+    def stage(self, state_dict):
+        """A copy of ``state_dict`` on the CPU that training may not
+        change, for ``dcp.async_save`` to save in the background; see
+        ``cache_staged_state_dict`` (``__init__``)."""
+        if self._stager is None:
+            self._stager = _staging.Stager(self._cache_staged)
+        return self._stager.stage(state_dict)
+
+    def synchronize_staging(self):
+        """Nothing: ``stage`` is done when it returns."""
+
+    def close(self):
+        """Lets go of the staging copy kept for ``dcp.async_save``."""
+        if self._stager is not None:
+            self._stager.close()
 
     # -- torch 1.13, and both --
 
@@ -574,7 +623,7 @@ def _nbytes(lengths, dtype):
     return n
 
 
-class StorageWriter(_WriterMethods, c.BaseStorageWriter):
+class StorageWriter(_WriterMethods, c.BaseStorageWriter, *c.ASYNC_STAGER):
     """Saves a PyTorch distributed checkpoint into a rocksdcp store.
 
     A subclass of the installed torch's DCP ``StorageWriter``: torch 2.x's

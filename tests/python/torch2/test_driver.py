@@ -400,11 +400,78 @@ def test_async_save_with_the_thread_executor(tmp_path):
     assert all(torch.equal(into[k], v) for k, v in state.items())
 
 
+def test_async_save_stages_into_a_copy_the_writer_reuses(tmp_path):
+    path = tmp_path / "store"
+    writer = rt.StorageWriter(path)
+    w = torch.randn(256, 64)
+    state = {"w": w, "nested": {"b": torch.arange(7.0)}, "step": 1}
+    reused = []
+    for step in range(3):
+        w.fill_(float(step))
+        state["step"] = step
+        future = dcp.async_save(state, storage_writer=writer, checkpoint_id="s{}".format(step))
+        reused.append(writer._stager.reused)
+        # Training goes on at once: the save writes what was staged.
+        w.fill_(-1.0)
+        future.result()
+    # The first stage makes the copy; the next ones copy into it.
+    assert reused == [False, True, True]
+    for step in range(3):
+        into = {"w": torch.zeros(256, 64), "nested": {"b": torch.zeros(7)}, "step": 0}
+        load(path, "s{}".format(step), into)
+        assert bool((into["w"] == step).all()) and into["step"] == step
+        assert torch.equal(into["nested"]["b"], torch.arange(7.0))
+
+
+def test_a_second_async_save_in_flight_gets_a_copy_of_its_own(tmp_path):
+    path = tmp_path / "store"
+    writer = rt.StorageWriter(path)
+    w = torch.zeros(64, 64)
+    first = dcp.async_save({"w": w}, storage_writer=writer, checkpoint_id="a")
+    w.fill_(1.0)
+    # Whether or not the first save is done, the second never writes into
+    # the copy the first may still be saving from.
+    second = dcp.async_save({"w": w}, storage_writer=rt.StorageWriter(path), checkpoint_id="b")
+    first.result()
+    second.result()
+    third = dcp.async_save({"w": w * 3}, storage_writer=writer, checkpoint_id="c")
+    assert writer._stager.reused  # The first save is done: its copy is free.
+    third.result()
+    for cid, value in (("a", 0.0), ("b", 1.0), ("c", 3.0)):
+        into = {"w": torch.full((64, 64), -1.0)}
+        load(path, cid, into)
+        assert bool((into["w"] == value).all()), cid
+    writer.close()
+    assert writer._stager._copy is None
+
+
+def test_the_staging_copy_is_not_kept_when_asked(tmp_path):
+    writer = rt.StorageWriter(tmp_path / "store", cache_staged_state_dict=False)
+    for step in range(2):
+        dcp.async_save({"w": torch.ones(8)}, storage_writer=writer,
+                       checkpoint_id="s{}".format(step)).result()
+        assert not writer._stager.reused and writer._stager._copy is None
+
+
+def test_direct_writes_and_write_threads_save_the_same(tmp_path):
+    state = {"t{}".format(i): torch.randn(300, 200) for i in range(6)}
+    path = tmp_path / "store"
+    save(path, "direct", state, writer=rt.StorageWriter(path, use_direct_writes=True,
+                                                        write_threads=2,
+                                                        memory_budget=64 << 20))
+    into = {k: torch.zeros_like(v) for k, v in state.items()}
+    load(path, "direct", into)
+    assert all(torch.equal(into[k], v) for k, v in state.items())
+
+
 def test_a_writer_pickles_without_its_store(tmp_path):
     path = tmp_path / "store"
     writer = rt.StorageWriter(path, compress=True)
     save(path, "c", {"w": torch.ones(2)}, writer=writer)
+    dcp.async_save({"w": torch.ones(2)}, storage_writer=writer, checkpoint_id="s").result()
+    assert writer._stager._copy is not None
     copy = pickle.loads(pickle.dumps(writer))
+    assert copy._stager is None and copy._native is None
     save(path, "d", {"w": torch.full((2,), 2.0)}, writer=copy)
     into = {"w": torch.zeros(2)}
     load(path, "d", into)
