@@ -17,6 +17,8 @@ assert rt.IS_TORCH2 and int(torch.__version__.split(".")[0]) >= 2, torch.__versi
 
 dcp = rt.dcp
 HERE = os.path.dirname(os.path.abspath(__file__))
+# tests/python: what the torch 1.13 tests and these share (demo_model.py).
+sys.path.insert(1, os.path.dirname(HERE))
 
 
 def failure(e, rank=0):
