@@ -98,7 +98,8 @@
 #include "rocksdcp/storage.h"
 #include "rocksdcp/tensor.h"
 
-// LibTorch's types, declared as LibTorch 1.13 defines them.
+// LibTorch's types, declared as LibTorch defines them, 1.13 (Debian's) and
+// 2.x (the one inside PyPI's torch wheel) alike.
 namespace at {
 class Tensor;
 }  // namespace at
@@ -116,12 +117,14 @@ namespace rocksdcp::torch {
 
 // ---- Tensors ----
 
-// rocksdcp's dtype of a LibTorch scalar type: every one but the quantized
-// ones (ComplexHalf is kComplex32). InvalidArgument names the others.
+// rocksdcp's dtype of a LibTorch scalar type: every one rocksdcp has a
+// dtype for (ComplexHalf is kComplex32). InvalidArgument names the others:
+// the quantized ones, and LibTorch 2.x's bit and sub-byte types.
 Result<DType> DTypeOf(c10::ScalarType type);
 
-// LibTorch's scalar type of a dtype. InvalidArgument for the dtypes
-// LibTorch 1.13 lacks (the float8 family, uint16, uint32, uint64).
+// LibTorch's scalar type of a dtype. InvalidArgument for the dtypes the
+// LibTorch it was built against lacks (1.13: the float8 family, uint16,
+// uint32, uint64; 2.7 and later: none).
 Result<c10::ScalarType> ScalarTypeOf(DType dtype);
 
 // A view of `tensor`'s own memory, its sizes and strides as they are (a

@@ -124,7 +124,7 @@ class StateChanges {
   optim::OptimizerParamState& StateOf(const OptimizerKind& kind,
                                       const ::torch::Tensor& param) {
     auto& state = optimizer_->state();
-    const std::string key = StateKey(param);
+    const StateKey key = StateKeyOf(param);
     auto it = state.find(key);
     if (it == state.end()) {
       it = state.emplace(key, kind.new_state()).first;
@@ -151,14 +151,14 @@ class StateChanges {
     for (auto it = replaced_.rbegin(); it != replaced_.rend(); ++it) {
       *it->first = std::move(it->second);
     }
-    for (const std::string& key : created_) optimizer_->state().erase(key);
+    for (const StateKey& key : created_) optimizer_->state().erase(key);
     replaced_.clear();
     created_.clear();
   }
 
  private:
   optim::Optimizer* optimizer_;
-  std::vector<std::string> created_;
+  std::vector<StateKey> created_;
   std::vector<std::pair<::torch::Tensor*, ::torch::Tensor>> replaced_;
 };
 
@@ -206,7 +206,7 @@ void Apply(const LoadTarget& t, const Metadata& metadata,
           if (h.set != nullptr) h.set(options, HyperValue(t, small, p.fqn, h.name));
         }
       }
-      auto it = states.find(StateKey(p.param));
+      auto it = states.find(StateKeyOf(p.param));
       if (!HasState(t, metadata, p.fqn)) {
         if (it != states.end()) states.erase(it);
         continue;

@@ -1,7 +1,6 @@
 #include "torch/optimizer_kind.h"
 
 #include <c10/util/Type.h>
-#include <c10/util/string_utils.h>
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -9,7 +8,10 @@
 #include <torch/optim/sgd.h>
 
 #include <cstring>
+#include <sstream>
+#include <string>
 #include <tuple>
+#include <type_traits>
 #include <typeinfo>
 
 namespace rocksdcp::torch {
@@ -203,8 +205,29 @@ Result<const OptimizerKind*> KindOf(const optim::Optimizer& optimizer) {
       "Adagrad are");
 }
 
-std::string StateKey(const ::torch::Tensor& param) {
-  return c10::guts::to_string(param.unsafeGetTensorImpl());
+namespace {
+
+// What StateKeyOf returns, for either kind of key. A template, so that only
+// the branch of the key this LibTorch has is compiled.
+template <typename Key>
+Key KeyOf(void* impl) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    // As LibTorch 1.13's optimizers print it (c10::guts::to_string, which
+    // LibTorch 2.x removed, prints a pointer through an ostream).
+    std::ostringstream out;
+    out << impl;
+    return out.str();
+  } else {
+    static_assert(std::is_same_v<Key, void*>,
+                  "Optimizer::state() has a key rocksdcp::torch does not know");
+    return impl;
+  }
+}
+
+}  // namespace
+
+StateKey StateKeyOf(const ::torch::Tensor& param) {
+  return KeyOf<StateKey>(param.unsafeGetTensorImpl());
 }
 
 }  // namespace rocksdcp::torch

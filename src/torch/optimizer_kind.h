@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "rocksdcp/status.h"
@@ -70,9 +72,16 @@ const std::vector<OptimizerKind>& AllKinds();
 Result<const OptimizerKind*> KindOf(
     const ::torch::optim::Optimizer& optimizer);
 
-// The state key LibTorch's optimizers file a parameter's state under: its
-// TensorImpl's address, printed.
-std::string StateKey(const ::torch::Tensor& param);
+// The key of Optimizer::state(), the map LibTorch's optimizers file a
+// parameter's state in: the parameter's TensorImpl address, printed as a
+// std::string in LibTorch 1.13, the address itself (void*) in LibTorch 2.x.
+// Taken from the map's type, so that the adapter follows the LibTorch it is
+// built against.
+using StateKey = std::remove_cvref_t<
+    decltype(std::declval<const ::torch::optim::Optimizer&>().state())>::key_type;
+
+// The key `param`'s state is filed under.
+StateKey StateKeyOf(const ::torch::Tensor& param);
 
 }  // namespace rocksdcp::torch
 

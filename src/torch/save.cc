@@ -104,7 +104,7 @@ Status AddOptimizer(const ::torch::nn::Module& module,
       ROCKSDCP_RETURN_IF_ERROR(
           rep->Add(GroupFqn(o, p.fqn, kind->hyper[i].name), hyper[p.group][i]));
     }
-    auto state = optimizer.state().find(StateKey(p.param));
+    auto state = optimizer.state().find(StateKeyOf(p.param));
     if (state == optimizer.state().end()) continue;  // No step taken yet.
     ::torch::optim::OptimizerParamState& s = *state->second;
     for (const StateField& f : kind->state) {

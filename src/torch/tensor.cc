@@ -35,6 +35,23 @@ constexpr TypePair kTypes[] = {
     {c10::ScalarType::ComplexDouble, DType::kComplex128},
     {c10::ScalarType::Bool, DType::kBool},
     {c10::ScalarType::BFloat16, DType::kBFloat16},
+// The dtypes LibTorch gained after 1.13, from the release that added each.
+#if ROCKSDCP_TORCH_AT_LEAST(2, 1)
+    {c10::ScalarType::Float8_e4m3fn, DType::kFloat8E4M3FN},
+    {c10::ScalarType::Float8_e5m2, DType::kFloat8E5M2},
+#endif
+#if ROCKSDCP_TORCH_AT_LEAST(2, 2)
+    {c10::ScalarType::Float8_e4m3fnuz, DType::kFloat8E4M3FNUZ},
+    {c10::ScalarType::Float8_e5m2fnuz, DType::kFloat8E5M2FNUZ},
+#endif
+#if ROCKSDCP_TORCH_AT_LEAST(2, 3)
+    {c10::ScalarType::UInt16, DType::kUInt16},
+    {c10::ScalarType::UInt32, DType::kUInt32},
+    {c10::ScalarType::UInt64, DType::kUInt64},
+#endif
+#if ROCKSDCP_TORCH_AT_LEAST(2, 7)
+    {c10::ScalarType::Float8_e8m0fnu, DType::kFloat8E8M0FNU},
+#endif
 };
 
 std::string Quoted(std::string_view fqn) {
@@ -79,7 +96,8 @@ Result<c10::ScalarType> ScalarTypeOf(DType dtype) {
     if (t.dtype == dtype) return t.torch;
   }
   return Status::InvalidArgument("dtype " + std::string(DTypeName(dtype)) +
-                                 " has no LibTorch 1.13 scalar type");
+                                 " has no " + LibTorchName() +
+                                 " scalar type");
 }
 
 Result<TensorView> ViewOf(const at::Tensor& tensor, std::string_view fqn) {

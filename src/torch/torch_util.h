@@ -5,6 +5,7 @@
 #define ROCKSDCP_SRC_TORCH_TORCH_UTIL_H_
 
 #include <c10/core/Layout.h>
+#include <torch/version.h>
 
 #include <exception>
 #include <new>
@@ -15,7 +16,20 @@
 
 #include "rocksdcp/status.h"
 
+// True when built against LibTorch MAJOR.MINOR or newer: for the few APIs
+// that differ between LibTorch 1.13 (Debian's libtorch-dev) and 2.x (the
+// PyPI wheel's), where no type can tell them apart.
+#define ROCKSDCP_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||           \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
 namespace rocksdcp::torch {
+
+// "LibTorch 1.13": the LibTorch built against, for messages.
+inline std::string LibTorchName() {
+  return "LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+         std::to_string(TORCH_VERSION_MINOR);
+}
 
 // "Sparse", "Mkldnn", ...: LibTorch's name of a layout.
 inline std::string LayoutName(c10::Layout layout) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "torch/torch_fixture.h"
+#include "torch/torch_util.h"
 
 namespace rocksdcp::testing {
 namespace {
@@ -53,6 +54,23 @@ TEST_F(TorchTensorTest, EveryDTypeRoundTripsBitExact) {
       {::torch::kComplexFloat, DType::kComplex64},
       {::torch::kComplexDouble, DType::kComplex128},
       {::torch::kBool, DType::kBool},
+  // The dtypes LibTorch gained after 1.13 (src/torch/tensor.cc).
+#if ROCKSDCP_TORCH_AT_LEAST(2, 1)
+      {c10::ScalarType::Float8_e4m3fn, DType::kFloat8E4M3FN},
+      {c10::ScalarType::Float8_e5m2, DType::kFloat8E5M2},
+#endif
+#if ROCKSDCP_TORCH_AT_LEAST(2, 2)
+      {c10::ScalarType::Float8_e4m3fnuz, DType::kFloat8E4M3FNUZ},
+      {c10::ScalarType::Float8_e5m2fnuz, DType::kFloat8E5M2FNUZ},
+#endif
+#if ROCKSDCP_TORCH_AT_LEAST(2, 3)
+      {c10::ScalarType::UInt16, DType::kUInt16},
+      {c10::ScalarType::UInt32, DType::kUInt32},
+      {c10::ScalarType::UInt64, DType::kUInt64},
+#endif
+#if ROCKSDCP_TORCH_AT_LEAST(2, 7)
+      {c10::ScalarType::Float8_e8m0fnu, DType::kFloat8E8M0FNU},
+#endif
   };
   for (const auto& [type, dtype] : types) {
     SCOPED_TRACE(c10::toString(type));
@@ -68,9 +86,33 @@ TEST_F(TorchTensorTest, EveryDTypeRoundTripsBitExact) {
 }
 
 TEST_F(TorchTensorTest, DTypesLibTorchLacksAreNamed) {
+  // Every dtype maps to a scalar type and back, or is refused naming the
+  // LibTorch built against: LibTorch 1.13 lacks the float8 family and the
+  // wide unsigned integers, LibTorch 2.7 and later lack none.
+  int lacking = 0;
+  for (uint8_t d = 1; d <= kMaxDType; ++d) {
+    const DType dtype = static_cast<DType>(d);
+    SCOPED_TRACE(DTypeName(dtype));
+    Result<c10::ScalarType> type = torch::ScalarTypeOf(dtype);
+    if (type.ok()) {
+      ASSERT_OK_AND_ASSIGN(DType back, torch::DTypeOf(*type));
+      EXPECT_EQ(back, dtype);
+    } else {
+      ++lacking;
+      EXPECT_THAT(type, StatusIs(StatusCode::kInvalidArgument,
+                                 HasSubstr(std::string(DTypeName(dtype)) +
+                                           " has no " + torch::LibTorchName() +
+                                           " scalar type")));
+    }
+  }
+#if ROCKSDCP_TORCH_AT_LEAST(2, 7)
+  EXPECT_EQ(lacking, 0);
+#else
   EXPECT_THAT(torch::ScalarTypeOf(DType::kFloat8E4M3FN),
               StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("float8_e4m3fn has no LibTorch 1.13")));
+                       HasSubstr("float8_e4m3fn has no LibTorch 1.")));
+  EXPECT_GT(lacking, 0);
+#endif
   EXPECT_THAT(torch::DTypeOf(::torch::kQInt8),
               StatusIs(StatusCode::kInvalidArgument,
                        HasSubstr("QInt8 has no rocksdcp dtype")));
