@@ -94,7 +94,7 @@ Status RocksDBStorageWriterImpl::ResetWithSaveId(std::string_view checkpoint_id,
   // The staging directory's name is fresh whatever the save id: two
   // writers given one save id must not share a directory.
   staging_dir_ = (fs::path(store_->staging_root()) /
-                  StagingDirName(checkpoint_id_, save_id_ + "-" + RandomHex(4)))
+                  StagingDirName(checkpoint_id_, RandomHex(16)))
                      .string();
   has_id_ = true;
   return Status::OK();

@@ -127,6 +127,7 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
 
   std::string checkpoint_id_;
   // This rank's, fresh for each Reset (or the caller's: ResetWithSaveId).
+  // The staging directory is named by a random token of its own.
   std::string save_id_;
   // The coordinator's, from this rank's plan (WriteData): the one the
   // checkpoint records.

@@ -27,10 +27,13 @@ const char kDoc[] = ROCKSDCP_SOURCE_DIR "/docs/errors.md";
 using Row = ErrorDocRow;
 
 // The core's rows. Rows named torch-... are the LibTorch adapter's, which
-// tests/torch/torch_errors_test.cc checks.
+// tests/torch/torch_errors_test.cc checks, and python-... the Python
+// package's, which tests/python/torch2/test_errors_doc.py checks.
 std::map<std::string, Row> ReadDoc() {
   std::map<std::string, Row> rows = ReadErrorDoc(kDoc, "");
-  std::erase_if(rows, [](const auto& r) { return r.first.rfind("torch-", 0) == 0; });
+  std::erase_if(rows, [](const auto& r) {
+    return r.first.rfind("torch-", 0) == 0 || r.first.rfind("python-", 0) == 0;
+  });
   return rows;
 }
 
@@ -42,6 +45,7 @@ const char* const kScenarios[] = {
     "partial-load-with-planner",
     "tensor-too-large", "tensor-null-data", "tensor-not-on-cpu",
     "piece-size-out-of-range", "compression-level-out-of-range",
+    "save-id-invalid",
     "store-missing", "store-locked",
     "read-only-save",  "piece-corrupt",    "disk-full",
     "catalog-names-another-checkpoint", "catalog-column-family-missing",
@@ -206,6 +210,10 @@ class ErrorTableTest : public StoreTest,
     };
     s["piece-size-out-of-range"] = [this] {
       return store_->NewWriter({.max_piece_bytes = 0}).status();
+    };
+    s["save-id-invalid"] = [this]() -> Status {
+      ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store_->NewWriter());
+      return writer->ResetWithSaveId("step-100", "../x");
     };
     s["compression-level-out-of-range"] = [this] {
       return store_->NewWriter({.compression = Compression::kBytePlaneZstd,

@@ -193,5 +193,8 @@ def decode(data, what):
     not such a value."""
     try:
         return _decode(json.loads(bytes(data[len(PREFIX):]).decode("utf-8")), 0)
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+    except KeyError as e:
+        raise Corruption("{}: not rocksdcp's encoding of plain data: a tagged object lacks "
+                         "its field {}".format(what, e)) from None
+    except (ValueError, TypeError, AttributeError, RecursionError) as e:
         raise Corruption("{}: not rocksdcp's encoding of plain data: {}".format(what, e)) from None

@@ -62,7 +62,15 @@ def _is_tensor_like(value):
         hasattr(value, "local_shards") and hasattr(value, "metadata"))
 
 
-def as_saved(fqn, value):
+def _checkpoint_where(action, meta):
+    """"save of checkpoint 'c'" (``meta``: torch 2.x's StorageMeta, which
+    names it), else just the action: what an error of a planner begins
+    with."""
+    cid = getattr(meta, "checkpoint_id", None)
+    return "{} of checkpoint {!r}".format(action, str(cid)) if cid is not None else action
+
+
+def as_saved(fqn, value, where="save"):
     """What the save planner saves for ``value``: a tensor, bytes, or a
     BytesIO of plain data."""
     if _is_tensor_like(value) or isinstance(value, (bytes, bytearray, memoryview)):
@@ -73,16 +81,16 @@ def as_saved(fqn, value):
     kind = _sequence_dtype(value)
     if kind is not None:
         return torch.tensor(list(value), dtype=kind)
-    return io.BytesIO(_plain.encode(value, "item {!r}".format(fqn)))
+    return io.BytesIO(_plain.encode(value, "{}: item {!r}".format(where, fqn)))
 
 
-def as_python(tensor, like, fqn):
+def as_python(tensor, like, fqn, where="load"):
     """The tensor a checkpoint holds for ``fqn``, as the Python value
     ``like`` is (the destination's current value)."""
     if _number_kind(like) is not None:
         if tensor.numel() != 1:
-            raise InvalidArgument("item {!r}: the state dict holds a {} but the checkpoint a "
-                                  "tensor of shape {}".format(fqn, type(like).__name__,
+            raise InvalidArgument("{}: item {!r}: the state dict holds a {} but the checkpoint a "
+                                  "tensor of shape {}".format(where, fqn, type(like).__name__,
                                                               list(tensor.shape)))
         return type(like)(tensor.item())
     if isinstance(like, (tuple, list)) and tensor.dim() == 1:
@@ -91,8 +99,17 @@ def as_python(tensor, like, fqn):
             values = [type(old)(v) if _number_kind(old) is not None else v
                       for old, v in zip(like, values)]
         return type(like)(values)
-    raise InvalidArgument("item {!r}: the state dict holds a {} where the checkpoint holds a "
-                          "tensor".format(fqn, type(like).__name__))
+    raise InvalidArgument("{}: item {!r}: the state dict holds a {} where the checkpoint holds "
+                          "a tensor".format(where, fqn, type(like).__name__))
+
+
+def _kind(value):
+    """What a checkpoint's item or a state dict's value is, in words."""
+    if isinstance(value, c.TensorStorageMetadata) or _is_tensor_like(value):
+        return "a tensor"
+    if isinstance(value, (c.BytesStorageMetadata, bytes, bytearray, memoryview)):
+        return "bytes"
+    return "a " + type(value).__name__
 
 
 def _is_value_leaf(value):
@@ -106,16 +123,16 @@ class DefaultSavePlanner(c.BaseDefaultSavePlanner):
     every item, and no checkpoint runs code when loaded. A value that is
     not plain data is refused with ``InvalidArgument`` naming its fqn."""
 
-    def set_up_planner(self, state_dict, *args, **kwargs):  # torch 2.x
-        super().set_up_planner(state_dict, *args, **kwargs)
-        self._as_data()
+    def set_up_planner(self, state_dict, storage_meta=None, *args, **kwargs):  # torch 2.x
+        super().set_up_planner(state_dict, storage_meta, *args, **kwargs)
+        self._as_data(_checkpoint_where("save", storage_meta))
 
     def init(self, state_dict, is_coordinator):  # torch 1.13
         super().init(state_dict, is_coordinator)
-        self._as_data()
+        self._as_data("save")
 
-    def _as_data(self):
-        self.state_dict = {fqn: as_saved(fqn, v) for fqn, v in self.state_dict.items()}
+    def _as_data(self, where):
+        self.state_dict = {fqn: as_saved(fqn, v, where) for fqn, v in self.state_dict.items()}
 
     def transform_object(self, write_item, object):  # noqa: A002 - torch's name
         if write_item.type != c.WriteItemType.BYTE_IO:
@@ -145,6 +162,7 @@ class DefaultLoadPlanner(c.BaseDefaultLoadPlanner):
         """Python values the checkpoint holds as tensors are read into
         tensors of the checkpoint's dtype and size, converted back in
         commit_tensor."""
+        self._where = _checkpoint_where("load", getattr(metadata, "storage_meta", None))
         self._values = {}
         saved = metadata.state_dict_metadata if metadata is not None else {}
         for fqn, value in list(self.state_dict.items()):
@@ -166,9 +184,7 @@ class DefaultLoadPlanner(c.BaseDefaultLoadPlanner):
                 continue
             if isinstance(md, c.TensorStorageMetadata) != _is_tensor_like(value):
                 problems.append("item {!r}: kind mismatch: checkpoint has {}, state dict has "
-                                "{}".format(fqn, "bytes" if _is_tensor_like(value) else "a tensor",
-                                            "a tensor" if _is_tensor_like(value) else
-                                            "a " + type(value).__name__))
+                                "{}".format(fqn, _kind(md), _kind(value)))
                 continue
             if _is_tensor_like(value):
                 size = value.metadata().size if hasattr(value, "local_shards") else value.shape
@@ -176,7 +192,7 @@ class DefaultLoadPlanner(c.BaseDefaultLoadPlanner):
                     problems.append("item {!r}: shape mismatch: checkpoint has {}, state dict "
                                     "has {}".format(fqn, list(md.size), list(size)))
         if problems:
-            raise InvalidArgument("; ".join(problems))
+            raise InvalidArgument("{}: {}".format(self._where, "; ".join(problems)))
         return super().create_local_plan()
 
     def _set(self, fqn, value):
@@ -194,13 +210,13 @@ class DefaultLoadPlanner(c.BaseDefaultLoadPlanner):
         data = value.getvalue()
         current = self.state_dict.get(fqn)
         if not isinstance(current, (bytes, bytearray, memoryview)) and _plain.is_encoded(data):
-            self._set(fqn, _plain.decode(data, "item {!r}".format(fqn)))
+            self._set(fqn, _plain.decode(data, "{}: item {!r}".format(self._where, fqn)))
         else:
             self._set(fqn, data)
 
     def commit_tensor(self, read_item, tensor):
         fqn = read_item.dest_index.fqn
         if fqn in getattr(self, "_values", {}):
-            self._set(fqn, as_python(tensor, self._values[fqn], fqn))
+            self._set(fqn, as_python(tensor, self._values[fqn], fqn, self._where))
             return
         super().commit_tensor(read_item, tensor)

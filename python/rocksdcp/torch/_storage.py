@@ -211,7 +211,8 @@ class _WriterMethods:
                                   use_direct_writes=self._direct,
                                   memory_budget=self._memory_budget)
         try:
-            writer.reset(_checkpoint_id(self._id, "rocksdcp save"), self._save_id)
+            writer.reset(_checkpoint_id(self._id, "rocksdcp save into store {!r}".format(
+                self._path)), self._save_id)
             writer.set_up(self._is_coordinator, self._rank, self._world_size)
         except BaseException:
             # The exception's traceback keeps this frame: it must not keep
@@ -241,10 +242,11 @@ class _WriterMethods:
         alone = is_coordinator and (self._world_arg == 1 or _group_size(self._group) == 1)
         if not kwargs.get("use_collectives", True) and not alone:
             raise InvalidArgument(
-                "{}: use_collectives=False with {} processes: rocksdcp commits a checkpoint "
-                "from one process, the coordinator, once every rank has written its part, "
-                "and only collectives tell it so. Save with use_collectives=True (the "
-                "default), or from a single process".format(self._where(), _group_size(self._group)))
+                "{}: use_collectives=False on rank {} of a save of more than one process: "
+                "rocksdcp commits a checkpoint from one process, the coordinator, once every "
+                "rank has written its part, and only collectives tell it so; save with "
+                "use_collectives=True (the default), or from a single process".format(
+                    self._where(), kwargs.get("rank", self._rank_arg)))
         self._set_up(is_coordinator, kwargs.get("rank"))
 
     @classmethod
@@ -389,9 +391,12 @@ class _WriterMethods:
             raise InvalidArgument("{}: finish called on rank {}, which is not the coordinator "
                                   "that set the save up".format(self._where(), self._rank))
         try:
+            try:
+                native = cv.metadata_to_native(metadata)
+            except InvalidArgument as e:
+                raise InvalidArgument("{}: {}".format(self._where(), e)) from None
             committed = self._native.finish(
-                cv.metadata_to_native(metadata),
-                [[cv.write_result_to_native(r) for r in rank] for rank in results])
+                native, [[cv.write_result_to_native(r) for r in rank] for rank in results])
         except BaseException:
             self._native = None
             raise
@@ -490,7 +495,8 @@ class _ReaderMethods:
         try:
             store = _rocksdcp.Store(self._path, read_only=True, share_writable_for_reads=True)
             self._native = store.new_reader()
-            self._native.reset(_checkpoint_id(self._id, "rocksdcp load"))
+            self._native.reset(_checkpoint_id(self._id, "rocksdcp load from store {!r}".format(
+                self._path)))
             self._metadata = cv.metadata_from_native(self._native.read_metadata())
             return self._metadata
         except Exception as e:
