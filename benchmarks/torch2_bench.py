@@ -463,34 +463,44 @@ def _run_threads(k, fn):
         raise errors[0]
 
 
-def raw_write_direct(path, writers):
-    blocks = _block_map(SRC.values())
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
+def _direct_blocks(fd, tensors, threads, move):
+    """Moves the tensors' bytes, BLOCK at a time, between the O_DIRECT file
+    ``fd`` and aligned buffers of their own on ``threads`` threads:
+    ``move(buffer, base_address, block_number, pieces)`` for each block."""
+    blocks = _block_map(tensors)
     next_block = itertools.count()
+
+    def worker():
+        mm = mmap.mmap(-1, BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        buf = torch.frombuffer(mm, dtype=torch.uint8)
+        try:
+            while True:
+                b = next(next_block)
+                if b >= len(blocks):
+                    return
+                move(mm, buf.data_ptr(), b, blocks[b])
+        finally:
+            del buf
+            mm.close()
+    _run_threads(threads, worker)
+
+
+def raw_write_direct(path, writers):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
+
+    def write(mm, base, b, pieces):
+        fill = 0
+        for src, off, at, n in pieces:
+            _memmove(base + at, src.data_ptr() + off, n)
+            fill = at + n
+        padded = (fill + ALIGN - 1) // ALIGN * ALIGN
+        view, pos = memoryview(mm)[:padded], b * BLOCK
+        while view:
+            n = os.pwrite(fd, view, pos)
+            view, pos = view[n:], pos + n
+        view.release()
     try:
-        def writer():
-            mm = mmap.mmap(-1, BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            buf = torch.frombuffer(mm, dtype=torch.uint8)
-            base = buf.data_ptr()
-            try:
-                while True:
-                    b = next(next_block)
-                    if b >= len(blocks):
-                        return
-                    fill = 0
-                    for src, off, at, n in blocks[b]:
-                        _memmove(base + at, src.data_ptr() + off, n)
-                        fill = at + n
-                    padded = (fill + ALIGN - 1) // ALIGN * ALIGN
-                    view, pos = memoryview(mm)[:padded], b * BLOCK
-                    while view:
-                        n = os.pwrite(fd, view, pos)
-                        view, pos = view[n:], pos + n
-                    view.release()
-            finally:
-                del buf
-                mm.close()
-        _run_threads(writers, writer)
+        _direct_blocks(fd, SRC.values(), writers, write)
         os.ftruncate(fd, TOTAL)
         os.fsync(fd)
     finally:
@@ -509,29 +519,17 @@ def raw_read(path):
 
 
 def raw_read_direct(path, qd):
-    blocks = _block_map(DEST.values())
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    next_block = itertools.count()
+
+    def read(mm, base, b, pieces):
+        want = pieces[-1][2] + pieces[-1][3]
+        got = os.preadv(fd, [mm], b * BLOCK)
+        if got < want:
+            raise EOFError("{}: block {}: {} of {} bytes".format(path, b, got, want))
+        for dst, off, at, n in pieces:
+            _memmove(dst.data_ptr() + off, base + at, n)
     try:
-        def reader():
-            mm = mmap.mmap(-1, BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            buf = torch.frombuffer(mm, dtype=torch.uint8)
-            base = buf.data_ptr()
-            try:
-                while True:
-                    b = next(next_block)
-                    if b >= len(blocks):
-                        return
-                    want = blocks[b][-1][2] + blocks[b][-1][3]
-                    got = os.preadv(fd, [mm], b * BLOCK)
-                    if got < want:
-                        raise EOFError("{}: block {}: {} of {} bytes".format(path, b, got, want))
-                    for dst, off, at, n in blocks[b]:
-                        _memmove(dst.data_ptr() + off, base + at, n)
-            finally:
-                del buf
-                mm.close()
-        _run_threads(qd, reader)
+        _direct_blocks(fd, DEST.values(), qd, read)
     finally:
         os.close(fd)
 

@@ -29,9 +29,11 @@ aggregate is used. Standard library only.
 """
 
 import argparse
-import json
-import statistics
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ratios  # noqa: E402 - this directory's
 
 PEERS = ("dcp-fs", "torch.save", "safetensors")
 PATHS = ("raw", "dcp-fs", "torch.save", "safetensors", "rocksdcp")
@@ -45,35 +47,10 @@ LABELS = {
 
 
 def load_runs(path):
-    """(context, {run_name: entry}) in the order the cases ran."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    order, iterations, medians = [], {}, {}
-    for b in data.get("benchmarks", []):
-        name = b.get("run_name", b["name"])
-        if name not in order:
-            order.append(name)
-        if b.get("run_type") == "aggregate":
-            if b.get("aggregate_name") == "median":
-                medians[name] = b
-        else:
-            iterations.setdefault(name, []).append(b)
-    runs = {}
-    for name in order:
-        if name in medians:
-            runs[name] = medians[name]
-            continue
-        entries = iterations.get(name, [])
-        if not entries:
-            continue
-        entry = dict(entries[0])
-        ok = [e for e in entries if not e.get("error_occurred")]
-        if ok:
-            for key in entry:
-                if isinstance(entry[key], (int, float)) and all(key in e for e in ok):
-                    entry[key] = statistics.mean(e[key] for e in ok)
-        runs[name] = entry
-    return data.get("context", {}), runs
+    """(context, {run_name: entry}) in the order the cases ran: ratios.py's
+    reading of Google Benchmark's JSON."""
+    context, runs = ratios.load_runs(path)
+    return context, dict(runs)
 
 
 def classify(name):
@@ -105,22 +82,8 @@ def classify(name):
     return path, kind, cold, "/".join(parts)
 
 
-def print_table(headers, align, rows):
-    widths = [max(len(h), *(len(r[c]) for r in rows)) if rows else len(h)
-              for c, h in enumerate(headers)]
-
-    def line(cells):
-        return "| " + " | ".join(format(c, a + str(w))
-                                 for c, a, w in zip(cells, align, widths)) + " |"
-    print(line(headers))
-    print("|" + "|".join(("-" * (w + 1) + ":") if a == ">" else ("-" * (w + 2))
-                         for a, w in zip(align, widths)) + "|")
-    for r in rows:
-        print(line(r))
-
-
 def fmt(v, spec=".0f"):
-    return "-" if v is None else format(v, spec)
+    return ratios.fmt(v, spec)
 
 
 def main():
@@ -202,7 +165,7 @@ def main():
               fmt(raw["cold"] and mbps(raw["cold"][4])), raw["cold"] and raw["cold"][3],
               fmt(memcpy and mbps(memcpy[4]))))
     print()
-    print_table(("path", "save MB/s", "x raw", "warm load MB/s", "x raw", "cold load MB/s",
+    ratios.print_table(("path", "save MB/s", "x raw", "warm load MB/s", "x raw", "cold load MB/s",
                  "x raw", "+RSS MiB save / warm / cold"),
                 ("<", ">", ">", ">", ">", ">", ">", ">"), table)
 
@@ -217,7 +180,7 @@ def main():
                            fmt(e.get("rss_added_mib"))))
     if asyncs:
         print()
-        print_table(("async", "blocked ms", "MB/s (blocked)", "to completion ms",
+        ratios.print_table(("async", "blocked ms", "MB/s (blocked)", "to completion ms",
                      "MB/s (completion)", "+RSS MiB"),
                     ("<", ">", ">", ">", ">", ">"), asyncs)
 
@@ -264,7 +227,7 @@ def main():
                        "{:.0f} ms, needs <= {:.0f} ms (into FileSystemWriter): {:.2f}x".format(
                            mine, theirs, mine / theirs)))
     print()
-    print_table(("target", "result", "detail"), ("<", "<", "<"), checks)
+    ratios.print_table(("target", "result", "detail"), ("<", "<", "<"), checks)
 
     if args.cases:
         rows = []
@@ -279,7 +242,7 @@ def main():
                          fmt(e.get("file_added_mib")), fmt(e.get("cached_mib")),
                          fmt(e.get("load1"), ".1f")))
         print()
-        print_table(("case", "MB/s", "best MB/s", "mean ms", "best ms", "worst ms", "x raw",
+        ratios.print_table(("case", "MB/s", "best MB/s", "mean ms", "best ms", "worst ms", "x raw",
                      "+RSS MiB", "+anon", "+file", "cached MiB", "load1"),
                     ("<", ">", ">", ">", ">", ">", ">", ">", ">", ">", ">", ">"), rows)
     print()

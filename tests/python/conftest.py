@@ -4,49 +4,11 @@
 (pytest's tmp_path)."""
 
 import os
-import subprocess
-import sys
-
-import pytest
 
 import rocksdcp.torch  # noqa: F401 - makes torch 1.13's DCP importable first
 
 
-def tool(env_name):
-    """A program of the build, named by the environment ctest sets."""
-    path = os.environ.get(env_name)
-    if not path:
-        pytest.skip("{} is not set (run through ctest)".format(env_name))
-    return path
-
-
-class LockHolder:
-    """Another process holding a store open read-write until closed."""
-
-    def __init__(self, path):
-        code = ("import sys, rocksdcp; s = rocksdcp.Store(sys.argv[1]); "
-                "print('ready', flush=True); sys.stdin.read()")
-        self.proc = subprocess.Popen([sys.executable, "-c", code, str(path)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-
-    def close(self):
-        self.proc.stdin.close()
-        assert self.proc.wait() == 0
-
-
-@pytest.fixture
-def lock_holder():
-    holders = []
-
-    def hold(path):
-        holders.append(LockHolder(path))
-        return holders[-1]
-
-    yield hold
-    for h in holders:
-        h.close()
+from helpers import LockHolder, lock_holder, tool  # noqa: E402,F401 - lock_holder is a fixture
 
 
 def flip_byte(path, offset):

@@ -194,6 +194,27 @@ class WriterTest : public StoreTest {
     return m;
   }
 
+  // Saves a tensor through `writer` (reset already) as the only rank of
+  // a save, set up as rank 0 of `world_size`: DCP's steps, one by one.
+  static Status SaveOneRank(RocksDBStorageWriter& writer, int world_size) {
+    OwnedTensor t = RandomTensor(DType::kFloat32, {8}, world_size);
+    StateDict sd{{"w", t.view}};
+    DefaultSavePlanner planner;
+    ROCKSDCP_RETURN_IF_ERROR(
+        planner.SetUpPlanner(&sd, writer.GetStorageMeta(), true));
+    ROCKSDCP_RETURN_IF_ERROR(writer.SetUpStorageWriter(true, 0, world_size));
+    ROCKSDCP_ASSIGN_OR_RETURN(SavePlan local, planner.CreateLocalPlan());
+    ROCKSDCP_ASSIGN_OR_RETURN(GlobalSavePlan global,
+                              planner.CreateGlobalPlan({local}));
+    ROCKSDCP_ASSIGN_OR_RETURN(auto plans,
+                              writer.PrepareGlobalPlan(global.plans));
+    ROCKSDCP_ASSIGN_OR_RETURN(SavePlan final_plan,
+                              planner.FinishPlan(plans[0]));
+    ROCKSDCP_ASSIGN_OR_RETURN(auto results,
+                              writer.WriteData(final_plan, planner).get());
+    return writer.Finish(&global.metadata, {results});
+  }
+
   std::vector<std::string> last_staging_files_;
 };
 
@@ -406,17 +427,7 @@ TEST_F(WriterTest, ResetWithSaveIdRecordsTheCallersSaveId) {
   ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
   ASSERT_OK(writer->ResetWithSaveId("c", "0123abcd-x_Y"));
   EXPECT_EQ(writer->GetStorageMeta()->save_id, "0123abcd-x_Y");
-  OwnedTensor t = RandomTensor(DType::kFloat32, {8}, 1);
-  StateDict sd{{"w", t.view}};
-  DefaultSavePlanner planner;
-  ASSERT_OK(planner.SetUpPlanner(&sd, writer->GetStorageMeta(), true));
-  ASSERT_OK(writer->SetUpStorageWriter(true, 0, 1));
-  ASSERT_OK_AND_ASSIGN(SavePlan local, planner.CreateLocalPlan());
-  ASSERT_OK_AND_ASSIGN(GlobalSavePlan global, planner.CreateGlobalPlan({local}));
-  ASSERT_OK_AND_ASSIGN(auto plans, writer->PrepareGlobalPlan(global.plans));
-  ASSERT_OK_AND_ASSIGN(SavePlan final_plan, planner.FinishPlan(plans[0]));
-  ASSERT_OK_AND_ASSIGN(auto results, writer->WriteData(final_plan, planner).get());
-  ASSERT_OK(writer->Finish(&global.metadata, {results}));
+  ASSERT_OK(SaveOneRank(*writer, 1));
   ASSERT_OK_AND_ASSIGN(auto reader, store_->NewReader());
   ASSERT_OK(reader->Reset("c"));
   ASSERT_OK_AND_ASSIGN(Metadata md, reader->ReadMetadata());
@@ -440,17 +451,7 @@ TEST_F(WriterTest, ResetWithSaveIdRefusesIdsThatCannotNameAFile) {
 TEST_F(WriterTest, TheWorldSizeRecordedIsTheNumberOfPlannedRanks) {
   ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
   ASSERT_OK(writer->Reset("c"));
-  OwnedTensor t = RandomTensor(DType::kFloat32, {8}, 2);
-  StateDict sd{{"w", t.view}};
-  DefaultSavePlanner planner;
-  ASSERT_OK(planner.SetUpPlanner(&sd, writer->GetStorageMeta(), true));
-  ASSERT_OK(writer->SetUpStorageWriter(true, 0, 4));
-  ASSERT_OK_AND_ASSIGN(SavePlan local, planner.CreateLocalPlan());
-  ASSERT_OK_AND_ASSIGN(GlobalSavePlan global, planner.CreateGlobalPlan({local}));
-  ASSERT_OK_AND_ASSIGN(auto plans, writer->PrepareGlobalPlan(global.plans));
-  ASSERT_OK_AND_ASSIGN(SavePlan final_plan, planner.FinishPlan(plans[0]));
-  ASSERT_OK_AND_ASSIGN(auto results, writer->WriteData(final_plan, planner).get());
-  ASSERT_OK(writer->Finish(&global.metadata, {results}));
+  ASSERT_OK(SaveOneRank(*writer, 4));
   ASSERT_OK_AND_ASSIGN(CheckpointInfo info, store_->Info("c"));
   EXPECT_EQ(info.world_size, 1);
 }

@@ -19,6 +19,7 @@ dcp = rt.dcp
 HERE = os.path.dirname(os.path.abspath(__file__))
 # tests/python: what the torch 1.13 tests and these share (demo_model.py).
 sys.path.insert(1, os.path.dirname(HERE))
+from helpers import LockHolder, lock_holder, tool  # noqa: E402,F401 - lock_holder is a fixture
 
 
 def failure(e, rank=0):
@@ -49,39 +50,3 @@ def torchrun(script, nproc, *args, timeout=300, env=None, check=True):
                                                      proc.stdout[-6000:], proc.stderr[-6000:]))
     return proc
 
-
-def tool(env_name):
-    """A program of the build, named by the environment ctest sets."""
-    path = os.environ.get(env_name)
-    if not path:
-        pytest.skip("{} is not set (run through ctest)".format(env_name))
-    return path
-
-
-class LockHolder:
-    """Another process holding a store open read-write until closed."""
-
-    def __init__(self, path):
-        code = ("import sys, rocksdcp; s = rocksdcp.Store(sys.argv[1]); "
-                "print('ready', flush=True); sys.stdin.read()")
-        self.proc = subprocess.Popen([sys.executable, "-c", code, str(path)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-
-    def close(self):
-        self.proc.stdin.close()
-        assert self.proc.wait() == 0
-
-
-@pytest.fixture
-def lock_holder():
-    holders = []
-
-    def hold(path):
-        holders.append(LockHolder(path))
-        return holders[-1]
-
-    yield hold
-    for h in holders:
-        h.close()
