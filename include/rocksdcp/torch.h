@@ -24,21 +24,49 @@
 //                            tensors shaped like P; and "step" as a 0-d
 //                            float32 tensor, as Python keeps it (LibTorch
 //                            keeps an int64).
-//   <optim>param_groups.P.K  hyperparameter K of P's param group, a 0-d
-//                            float64 (or bool) tensor named after LibTorch's
-//                            option field: "lr", "betas.0", "betas.1", "eps",
-//                            "weight_decay", "amsgrad", ...; Adam and AdamW
-//                            also record "decoupled_weight_decay" (false and
-//                            true), as Python's Adam does in recent torch
-//                            releases, so that one never loads as the other.
+//   <optim>param_groups.P.K  hyperparameter K of P's param group: every key
+//                            Python's optimizer of the kind has (torch 2.x),
+//                            each as rocksdcp's Python planner saves its
+//                            value. LibTorch's option fields as 0-d float64
+//                            or bool tensors ("lr", "eps", "weight_decay",
+//                            "amsgrad", ...), and Adam's and AdamW's "betas"
+//                            as one 1-d float64 tensor of 2 (Python's
+//                            tuple). Adam and AdamW also record
+//                            "decoupled_weight_decay" (false and true), as
+//                            Python's Adam does, so that one never loads as
+//                            the other. The options Python's optimizers have
+//                            and LibTorch's lack, as LibTorch behaves:
+//                            "maximize", "capturable", "differentiable"
+//                            false, as 0-d bool tensors, and "foreach",
+//                            "fused" None, as bytes "rocksdcp-json:null"
+//                            (rocksdcp's plain-data encoding), each for the
+//                            kinds whose Python optimizer has it.
 //   <trainer>step            TrainerState::step, a 0-d int64 tensor.
 //   <trainer>rng_state       the CPU generator's state, a uint8 tensor: what
 //                            Python's torch.get_rng_state() returns.
 //   <trainer>extra.KEY       TrainerState::extra[KEY], bytes.
 //
 // <model>, <optim> and <trainer> are TorchOptions' prefixes ("model.",
-// "optim.", "trainer." by default). Nothing is pickled and the optimizer has
-// no byte items: Python reads every tensor without unpickling.
+// "optim.", "trainer." by default). Nothing is pickled: Python reads every
+// item without unpickling.
+//
+// Python. These are the names torch 2.x's DCP gives
+// get_state_dict(model, optimizer, options=StateDictOptions(
+// flatten_optimizer_state_dict=True)) saved as {"model": ..., "optim": ...}
+// (a Python module with the same attributes names its parameters as
+// LibTorch's does). With rocksdcp.torch.DefaultSavePlanner and
+// DefaultLoadPlanner, such a checkpoint loads into LibTorch, and LibTorch's
+// into torch 2.x's set_state_dict. Load takes each hyperparameter in any
+// encoding that planner gives Python's value: a number as a float64,
+// float32 or int64 (Python's int 0) tensor, a bool as a bool tensor or
+// rocksdcp-json true/false; betas also as "betas.0" and "betas.1", as
+// rocksdcp saved it before. The keys only Python has are optional: foreach
+// and fused (None, true or false: they pick one of Python's
+// implementations) are ignored; maximize, capturable and differentiable
+// must be false, else InvalidArgument names the fqn and what LibTorch's
+// optimizers lack. A hyperparameter that torch's own DefaultSavePlanner
+// saved (a pickle) is InvalidArgument naming its fqn: save with
+// rocksdcp.torch.DefaultSavePlanner.
 //
 // Example: a trainer that resumes, then saves every 100 steps.
 //   auto model = std::make_shared<Net>();
@@ -65,7 +93,8 @@
 // Errors before bytes. Load first reads the checkpoint's metadata and its
 // small items (hyperparameters, steps, trainer state), and checks all of it
 // against the module and optimizer: missing and unexpected fqns, shapes,
-// dtypes, the optimizer's kind and its param group layout. Every mismatch is
+// dtypes, the optimizer's kind, its hyperparameters' values and its param
+// group layout. Every mismatch is
 // reported in one error naming each fqn, and then nothing has changed: no
 // byte of the module or optimizer was written. Only then are the tensors
 // read. If that later read fails (a corrupt piece, a disk error), the error

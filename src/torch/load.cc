@@ -23,7 +23,9 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "rocksdcp/checkpoint.h"
@@ -78,17 +80,31 @@ class HookPlanner final : public LoadPlanner {
   DefaultLoadPlanner inner_;
 };
 
-// Adds a fresh tensor for each small item of the checkpoint to `dict`.
+// Adds a fresh tensor (kept in small->tensors) or a byte value for each
+// small item of the checkpoint to `dict`, the one phase 1 loads into.
 Status AddSmallItems(const LoadTarget& t, const Metadata& metadata,
                      SmallItems* small, StateDict* dict) {
   const auto& md = metadata.state_dict_metadata;
   auto add = [&](const std::string& fqn) -> Status {
-    if (!md.count(fqn)) return Status::OK();
+    auto saved = md.find(fqn);
+    if (saved == md.end()) return Status::OK();
     const Expected& e = t.expected.at(fqn);
-    ROCKSDCP_ASSIGN_OR_RETURN(c10::ScalarType type, ScalarTypeOf(e.dtype));
-    ::torch::Tensor tensor = ::torch::empty(e.size, type);
+    DType dtype = e.dtype;
+    std::vector<int64_t> size = e.size;
+    if (e.hyper != nullptr) {
+      // A hyperparameter, in whichever encoding CheckMetadata allowed.
+      if (std::holds_alternative<BytesStorageMetadata>(saved->second)) {
+        (*dict)[fqn] = std::string();
+        return Status::OK();
+      }
+      const auto& tensor = std::get<TensorStorageMetadata>(saved->second);
+      dtype = tensor.properties.dtype;
+      size = tensor.size;
+    }
+    ROCKSDCP_ASSIGN_OR_RETURN(c10::ScalarType type, ScalarTypeOf(dtype));
+    ::torch::Tensor tensor = ::torch::empty(size, type);
     ROCKSDCP_ASSIGN_OR_RETURN(TensorView view, MutableViewOf(tensor, fqn));
-    (*small)[fqn] = std::move(tensor);
+    small->tensors[fqn] = std::move(tensor);
     (*dict)[fqn] = view;
     return Status::OK();
   };
@@ -96,6 +112,10 @@ Status AddSmallItems(const LoadTarget& t, const Metadata& metadata,
   for (const OptimizerParam& p : t.params) {
     for (const HyperField& h : t.kind->hyper) {
       ROCKSDCP_RETURN_IF_ERROR(add(GroupFqn(o, p.fqn, h.name)));
+      for (size_t i = 0; h.type == HyperType::kFloat64Pair && i < h.Count();
+           ++i) {
+        ROCKSDCP_RETURN_IF_ERROR(add(GroupFqn(o, p.fqn, h.LegacyElement(i))));
+      }
     }
     if (t.kind->step != nullptr) {
       ROCKSDCP_RETURN_IF_ERROR(add(StateFqn(o, p.fqn, "step")));
@@ -191,8 +211,7 @@ Result<std::vector<::torch::Tensor>> AddTensors(const LoadTarget& t,
 }
 
 // Applies what phase 1 read, once both phases succeeded.
-void Apply(const LoadTarget& t, const Metadata& metadata,
-           const SmallItems& small, StateDict& small_dict) {
+void Apply(const LoadTarget& t, const Metadata& metadata, SmallItems& small) {
   const TorchOptions& o = t.options;
   if (t.kind != nullptr) {
     optim::Optimizer& optimizer = *t.trainer.optimizer;
@@ -203,7 +222,9 @@ void Apply(const LoadTarget& t, const Metadata& metadata,
         group_done[p.group] = true;
         auto& options = optimizer.param_groups()[p.group].options();
         for (const HyperField& h : t.kind->hyper) {
-          if (h.set != nullptr) h.set(options, HyperValue(t, small, p.fqn, h.name));
+          if (h.role != HyperRole::kOption) continue;
+          // CheckValues saw that it holds a value of h's type.
+          h.set(options, HyperValue(t, small, p.fqn, h).value());
         }
       }
       auto it = states.find(StateKeyOf(p.param));
@@ -217,7 +238,8 @@ void Apply(const LoadTarget& t, const Metadata& metadata,
         }
       }
       if (t.kind->step != nullptr) {
-        const ::torch::Tensor& step = small.at(StateFqn(o, p.fqn, "step"));
+        const ::torch::Tensor& step =
+            small.tensors.at(StateFqn(o, p.fqn, "step"));
         t.kind->step(*it->second) =
             static_cast<int64_t>(*static_cast<const float*>(step.data_ptr()));
       }
@@ -225,18 +247,18 @@ void Apply(const LoadTarget& t, const Metadata& metadata,
   }
   if (t.trainer.state != nullptr) {
     TrainerState& state = *t.trainer.state;
-    const ::torch::Tensor& step = small.at(TrainerStepFqn(o));
+    const ::torch::Tensor& step = small.tensors.at(TrainerStepFqn(o));
     state.step = *static_cast<const int64_t*>(step.data_ptr());
     if (o.rng_state) {
       // A handle: setting its state sets the default generator's.
       at::Generator gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
       // CheckValues set it into a scratch generator: it can't throw here.
-      gen.set_state(small.at(RngStateFqn(o)));
+      gen.set_state(small.tensors.at(RngStateFqn(o)));
     }
     state.extra.clear();
     const std::string extra = ExtraPrefix(o);
-    for (auto& [fqn, value] : small_dict) {
+    for (auto& [fqn, value] : small.dict) {
       if (fqn.rfind(extra, 0) == 0) {
         state.extra[fqn.substr(extra.size())] =
             std::move(std::get<std::string>(value));
@@ -274,7 +296,6 @@ Status Load(const Trainer& trainer, StorageReader& reader,
 
   // Phase 1: check the metadata, read the small items.
   SmallItems small;
-  StateDict small_dict;
   std::optional<std::string> save_id;
   HookPlanner check_metadata([&](StateDict* dict, const Metadata& md) {
     std::vector<std::string> problems = CheckMetadata(*target, md);
@@ -286,7 +307,7 @@ Status Load(const Trainer& trainer, StorageReader& reader,
   phase.planner = &check_metadata;
   // The target already left out what a partial load may miss.
   phase.allow_partial_load = false;
-  ROCKSDCP_RETURN_IF_ERROR(rocksdcp::Load(&small_dict, reader, phase));
+  ROCKSDCP_RETURN_IF_ERROR(rocksdcp::Load(&small.dict, reader, phase));
 
   // Phase 2: check the values and the save, read the tensors in place.
   StateChanges changes(trainer.optimizer);
@@ -325,7 +346,7 @@ Status Load(const Trainer& trainer, StorageReader& reader,
     for (const ::torch::Tensor& t : written) {
       if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
     }
-    Apply(*target, optimizer_items, small, small_dict);
+    Apply(*target, optimizer_items, small);
     return Status::OK();
   });
 }

@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string_view>
 #include <variant>
 
 #include "torch/torch_util.h"
@@ -35,9 +37,26 @@ std::string Describe(const StorageMetadata& m) {
          ShapeString(t.size);
 }
 
+// A hyperparameter's item as the checkpoint may hold it: any byte item
+// (rocksdcp's plain data, or a pickle that CheckValues names), or a tensor
+// in the encodings Python's planners give its value.
+bool HyperMatches(const Expected& e, const TensorStorageMetadata& t) {
+  if (e.is_bytes || e.dtype == DType::kBool) {
+    // A bool, or Python's None-or-bool of a kPythonImpl field.
+    return t.size.empty() && t.properties.dtype == DType::kBool;
+  }
+  // A number: a Python float (float64), int (int64), or a tensor's value.
+  const DType d = t.properties.dtype;
+  return t.size == e.size &&
+         (d == DType::kFloat64 || d == DType::kFloat32 || d == DType::kInt64);
+}
+
 bool Matches(const Expected& e, const StorageMetadata& m) {
-  if (std::holds_alternative<BytesStorageMetadata>(m)) return e.is_bytes;
+  if (std::holds_alternative<BytesStorageMetadata>(m)) {
+    return e.is_bytes || e.hyper != nullptr;
+  }
   const auto& t = std::get<TensorStorageMetadata>(m);
+  if (e.hyper != nullptr) return HyperMatches(e, t);
   return !e.is_bytes && t.properties.dtype == e.dtype && t.size == e.size;
 }
 
@@ -51,23 +70,163 @@ std::string Number(double v) {
   return buf;
 }
 
-// The value of a 0-d hyperparameter or step tensor, as a double.
+// The value of a 0-d step tensor (float32, as saved), as a double.
 double ScalarOf(const ::torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case c10::ScalarType::Bool:
-      // The raw byte: a forged checkpoint's bool may hold any byte, and
-      // reading one that is not 0 or 1 as bool is undefined.
-      return *static_cast<const uint8_t*>(t.data_ptr()) != 0 ? 1.0 : 0.0;
-    case c10::ScalarType::Float:
-      return *static_cast<const float*>(t.data_ptr());
+  return *static_cast<const float*>(t.data_ptr());
+}
+
+// The elements of a small hyperparameter tensor, which phase 1 read into a
+// fresh (contiguous) tensor of a dtype HyperMatches allows.
+HyperNumbers NumbersOf(const ::torch::Tensor& t) {
+  HyperNumbers out;
+  const int64_t n = t.numel();
+  const void* data = t.data_ptr();
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.scalar_type()) {
+      case c10::ScalarType::Bool:
+        // The raw byte: a forged checkpoint's bool may hold any byte, and
+        // reading one that is not 0 or 1 as bool is undefined.
+        out.push_back(static_cast<const uint8_t*>(data)[i] != 0 ? 1.0 : 0.0);
+        break;
+      case c10::ScalarType::Float:
+        out.push_back(static_cast<const float*>(data)[i]);
+        break;
+      case c10::ScalarType::Long:
+        out.push_back(
+            static_cast<double>(static_cast<const int64_t*>(data)[i]));
+        break;
+      default:
+        out.push_back(static_cast<const double*>(data)[i]);
+        break;
+    }
+  }
+  return out;
+}
+
+// A hyperparameter as the checkpoint holds it.
+struct HyperRead {
+  enum class Kind {
+    kAbsent,
+    kNumbers,  // A tensor's elements, or a JSON true or false.
+    kNone,     // rocksdcp-json:null, Python's None.
+    kPickle,   // Bytes not of rocksdcp's encoding: torch's planner pickles.
+    kOther,    // Other plain data, which no hyperparameter LibTorch has is.
+  };
+  Kind kind = Kind::kAbsent;
+  HyperNumbers numbers;
+  bool is_bool = false;  // kNumbers of a bool tensor or a JSON bool.
+  std::string fqn;       // Where it was read.
+  std::string text;      // kOther: the JSON, for messages.
+};
+
+// What `small` holds under `fqn`.
+HyperRead ReadItem(const SmallItems& small, const std::string& fqn) {
+  HyperRead r;
+  r.fqn = fqn;
+  if (auto t = small.tensors.find(fqn); t != small.tensors.end()) {
+    r.kind = HyperRead::Kind::kNumbers;
+    r.is_bool = t->second.scalar_type() == c10::ScalarType::Bool;
+    r.numbers = NumbersOf(t->second);
+    return r;
+  }
+  auto item = small.dict.find(fqn);
+  if (item == small.dict.end()) return r;
+  const auto* bytes = std::get_if<std::string>(&item->second);
+  if (bytes == nullptr) return r;
+  const std::string_view prefix(kPlainPrefix);
+  if (bytes->compare(0, prefix.size(), prefix) != 0) {
+    r.kind = HyperRead::Kind::kPickle;
+    return r;
+  }
+  const std::string json = bytes->substr(prefix.size());
+  if (json == "null") {
+    r.kind = HyperRead::Kind::kNone;
+  } else if (json == "true" || json == "false") {
+    r.kind = HyperRead::Kind::kNumbers;
+    r.is_bool = true;
+    r.numbers = {json == "true" ? 1.0 : 0.0};
+  } else {
+    r.kind = HyperRead::Kind::kOther;
+    r.text = "the plain data " +
+             Quote(json.size() > 40 ? json.substr(0, 40) + "..." : json);
+  }
+  return r;
+}
+
+// Hyperparameter `h` of `param`: its item, or a pair's legacy elements.
+HyperRead ReadHyper(const LoadTarget& target, const SmallItems& small,
+                    const std::string& param, const HyperField& h) {
+  HyperRead whole = ReadItem(small, GroupFqn(target.options, param, h.name));
+  if (whole.kind != HyperRead::Kind::kAbsent ||
+      h.type != HyperType::kFloat64Pair) {
+    return whole;
+  }
+  HyperRead pair;
+  pair.kind = HyperRead::Kind::kNumbers;
+  for (size_t i = 0; i < h.Count(); ++i) {
+    HyperRead e =
+        ReadItem(small, GroupFqn(target.options, param, h.LegacyElement(i)));
+    if (e.kind != HyperRead::Kind::kNumbers || e.numbers.size() != 1) {
+      return e;
+    }
+    if (i == 0) pair.fqn = e.fqn;
+    pair.numbers.push_back(e.numbers[0]);
+    pair.is_bool = pair.is_bool || e.is_bool;
+  }
+  return pair;
+}
+
+// True if `r` is a value of `h`'s type.
+bool Fits(const HyperField& h, const HyperRead& r) {
+  if (h.type == HyperType::kNone) {  // None, True or False.
+    return r.kind == HyperRead::Kind::kNone ||
+           (r.kind == HyperRead::Kind::kNumbers && r.is_bool &&
+            r.numbers.size() == 1);
+  }
+  return r.kind == HyperRead::Kind::kNumbers &&
+         r.numbers.size() == h.Count() &&
+         r.is_bool == (h.type == HyperType::kBool);
+}
+
+std::string ValueText(const HyperField& h, const HyperNumbers& v) {
+  if (h.type == HyperType::kBool) return v.at(0) != 0 ? "true" : "false";
+  if (v.size() == 1) return Number(v[0]);
+  std::string out;
+  for (double x : v) out += (out.empty() ? "(" : ", ") + Number(x);
+  return out + ")";
+}
+
+// What `r` holds, for messages.
+std::string Holds(const HyperRead& r) {
+  switch (r.kind) {
+    case HyperRead::Kind::kNumbers: {
+      if (r.is_bool && r.numbers.size() == 1) {
+        return r.numbers[0] != 0 ? "true" : "false";
+      }
+      std::string out;
+      for (double x : r.numbers) out += (out.empty() ? "" : ", ") + Number(x);
+      return r.numbers.size() == 1 ? out : "(" + out + ")";
+    }
+    case HyperRead::Kind::kNone:
+      return "None";
     default:
-      return *static_cast<const double*>(t.data_ptr());
+      return r.text;
   }
 }
 
-std::string ValueText(const HyperField& h, double v) {
-  if (h.is_bool) return v != 0 ? "true" : "false";
-  return Number(v);
+// What `h` must hold, for messages.
+std::string Wants(const HyperField& h) {
+  switch (h.type) {
+    case HyperType::kFloat64:
+      return "a number";
+    case HyperType::kBool:
+      return "a bool";
+    case HyperType::kFloat64Pair:
+      return "two numbers";
+    case HyperType::kNone:
+      return "None, true or false";
+  }
+  return "";
 }
 
 // The names the checkpoint's param_groups hold for `param`: what tells
@@ -86,12 +245,12 @@ std::set<std::string> GroupFields(const LoadTarget& target,
   return fields;
 }
 
-// The kind whose constant field `name` (a HyperField without a setter) has
-// value `v`: a constant ignores the options it is read from.
-std::string KindWithConstant(const char* name, double v) {
+// The kind whose kind mark `name` has value `v`: a mark ignores the
+// options it is read from.
+std::string KindWithMark(const char* name, const HyperNumbers& v) {
   for (const OptimizerKind& k : AllKinds()) {
     const HyperField* h = k.FindHyper(name);
-    if (h != nullptr && h->set == nullptr &&
+    if (h != nullptr && h->role == HyperRole::kKindMark &&
         h->get(::torch::optim::OptimizerOptions()) == v) {
       return k.name;
     }
@@ -113,10 +272,16 @@ std::string KindProblem(const LoadTarget& target, const Metadata& metadata) {
     if (fields.empty()) continue;
     auto is_kind = [&](const OptimizerKind& k) {
       for (const HyperField& h : k.hyper) {
-        if (h.set != nullptr && fields.count(h.name) == 0) return false;
+        if (h.role != HyperRole::kOption || fields.count(h.name)) continue;
+        bool legacy = false;
+        for (size_t i = 0; h.type == HyperType::kFloat64Pair && i < h.Count();
+             ++i) {
+          legacy = legacy || fields.count(h.LegacyElement(i)) > 0;
+        }
+        if (!legacy) return false;
       }
       for (const std::string& f : fields) {
-        if (k.FindHyper(f) == nullptr) return false;
+        if (k.FindSaved(f) == nullptr) return false;
       }
       return true;
     };
@@ -164,9 +329,26 @@ Result<LoadTarget> MakeLoadTarget(const Trainer& trainer,
     for (const OptimizerParam& p : t.params) {
       ROCKSDCP_ASSIGN_OR_RETURN(DType dtype, DTypeOf(p.param.scalar_type()));
       for (const HyperField& h : t.kind->hyper) {
-        t.expected[GroupFqn(options, p.fqn, h.name)] = {
-            false, h.is_bool ? DType::kBool : DType::kFloat64, {},
-            h.set != nullptr};
+        Expected e{.is_bytes = h.type == HyperType::kNone,
+                   .dtype = h.type == HyperType::kFloat64 ||
+                                    h.type == HyperType::kFloat64Pair
+                                ? DType::kFloat64
+                                : DType::kBool,
+                   .size = {},
+                   .required = false,
+                   .hyper = &h};
+        if (h.type == HyperType::kFloat64Pair) {
+          e.size = {static_cast<int64_t>(h.Count())};
+          for (size_t i = 0; i < h.Count(); ++i) {
+            t.expected[GroupFqn(options, p.fqn, h.LegacyElement(i))] = {
+                .is_bytes = false,
+                .dtype = DType::kFloat64,
+                .size = {},
+                .required = false,
+                .hyper = &h};
+          }
+        }
+        t.expected[GroupFqn(options, p.fqn, h.name)] = std::move(e);
       }
       for (const StateField& f : t.kind->state) {
         t.expected[StateFqn(options, p.fqn, f.name)] = {
@@ -251,6 +433,40 @@ std::vector<std::string> CheckMetadata(const LoadTarget& target,
     }
   }
   if (target.kind == nullptr) return problems;
+  // Every parameter has each option of LibTorch's, a pair either as one
+  // item or (as rocksdcp saved it before) as its elements.
+  for (const OptimizerParam& p : target.params) {
+    for (const HyperField& h : target.kind->hyper) {
+      if (h.role != HyperRole::kOption) continue;
+      const std::string whole = GroupFqn(o, p.fqn, h.name);
+      const Expected& e = target.expected.at(whole);
+      const bool has = md.count(whole) > 0;
+      if (h.type != HyperType::kFloat64Pair) {
+        if (!has) {
+          report(whole, kMissing + Quote(whole) + " (" + Describe(e) + ")");
+        }
+        continue;
+      }
+      std::vector<std::string> present, absent;
+      for (size_t i = 0; i < h.Count(); ++i) {
+        const std::string fqn = GroupFqn(o, p.fqn, h.LegacyElement(i));
+        (md.count(fqn) ? present : absent).push_back(fqn);
+      }
+      if (has) {
+        for (const std::string& fqn : present) {
+          report(fqn, "unexpected " + Quote(fqn) + " (the checkpoint holds " +
+                          h.name + " as " + Quote(whole) + " too)");
+        }
+      } else if (present.empty()) {
+        report(whole, kMissing + Quote(whole) + " (" + Describe(e) + ")");
+      } else {
+        for (const std::string& fqn : absent) {
+          report(fqn, kMissing + Quote(fqn) + " (float64 [], as " +
+                          Quote(present[0]) + ")");
+        }
+      }
+    }
+  }
   // A parameter with state has all of its unconditional fields.
   for (const OptimizerParam& p : target.params) {
     const bool has = HasState(target, metadata, p.fqn);
@@ -277,54 +493,130 @@ std::vector<std::string> CheckMetadata(const LoadTarget& target,
   return problems;
 }
 
-double HyperValue(const LoadTarget& target, const SmallItems& small,
-                  const std::string& param, const char* field) {
-  return ScalarOf(small.at(GroupFqn(target.options, param, field)));
+std::optional<HyperNumbers> HyperValue(const LoadTarget& target,
+                                       const SmallItems& small,
+                                       const std::string& param,
+                                       const HyperField& field) {
+  HyperRead r = ReadHyper(target, small, param, field);
+  if (r.kind != HyperRead::Kind::kNumbers || !Fits(field, r)) {
+    return std::nullopt;
+  }
+  return std::move(r.numbers);
 }
+
+namespace {
+
+// A problem that every parameter of a param group repeats (they share
+// their hyperparameters), said once: its first fqn, and how many more.
+class Repeated {
+ public:
+  // `fqn` + `what` is the problem: " is true, but ...".
+  void Add(const std::string& what, const std::string& fqn) {
+    auto [it, fresh] = fqns_.try_emplace(what);
+    if (fresh) order_.push_back(what);
+    it->second.push_back(fqn);
+  }
+  void AppendTo(std::vector<std::string>* problems) const {
+    for (const std::string& what : order_) {
+      const std::vector<std::string>& fqns = fqns_.at(what);
+      std::string more;
+      if (fqns.size() > 1) {
+        more = " (and " + std::to_string(fqns.size() - 1) + " more like it)";
+      }
+      problems->push_back(Quote(fqns[0]) + more + what);
+    }
+  }
+
+ private:
+  std::vector<std::string> order_;
+  std::map<std::string, std::vector<std::string>> fqns_;
+};
+
+constexpr char kPickled[] =
+    " holds bytes that are not rocksdcp's encoding of data: a pickle, as "
+    "torch's own DefaultSavePlanner saves a hyperparameter, which C++ can't "
+    "read; save the checkpoint with rocksdcp.torch.DefaultSavePlanner, which "
+    "saves hyperparameters as data";
+
+bool SameBits(const HyperNumbers& a, const HyperNumbers& b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+}  // namespace
 
 std::vector<std::string> CheckValues(const LoadTarget& target,
                                      const Metadata& metadata,
                                      const SmallItems& small) {
   const TorchOptions& o = target.options;
   std::vector<std::string> problems;
+  Repeated repeated;
   if (target.kind != nullptr) {
+    const OptimizerKind& kind = *target.kind;
     const auto& groups = target.trainer.optimizer->param_groups();
     // Per param group, its first parameter: the others must agree with it.
     std::map<size_t, const OptimizerParam*> first;
     std::set<std::pair<size_t, std::string>> reported;
     for (const OptimizerParam& p : target.params) {
       auto [lead, fresh] = first.emplace(p.group, &p);
-      for (const HyperField& h : target.kind->hyper) {
-        const std::string fqn = GroupFqn(o, p.fqn, h.name);
-        if (!small.count(fqn)) continue;  // An optional field, absent.
-        const double v = ScalarOf(small.at(fqn));
-        if (h.set == nullptr && v != h.get(groups[p.group].options()) &&
-            reported.emplace(SIZE_MAX, h.name).second) {
-          problems.push_back("optimizer kind: the checkpoint's param group "
-                             "of " + Quote(p.fqn) + " has " + h.name + " " +
-                             ValueText(h, v) + ", which is " +
-                             KindWithConstant(h.name, v) +
-                             "'s; this optimizer is " + target.kind->name);
+      for (const HyperField& h : kind.hyper) {
+        const HyperRead r = ReadHyper(target, small, p.fqn, h);
+        if (r.kind == HyperRead::Kind::kAbsent) continue;  // Optional.
+        if (r.kind == HyperRead::Kind::kPickle) {
+          repeated.Add(kPickled, r.fqn);
+          continue;
+        }
+        if (!Fits(h, r)) {
+          repeated.Add(" holds " + Holds(r) + "; the " + kind.name +
+                           " optimizer's " + h.name + " is " + Wants(h),
+                       r.fqn);
+          continue;
+        }
+        switch (h.role) {
+          case HyperRole::kPythonImpl:
+            continue;  // It only picks one of Python's implementations.
+          case HyperRole::kPythonFalse:
+            if (r.numbers[0] != 0) {
+              repeated.Add(std::string(" is true, but ") + h.why, r.fqn);
+            }
+            continue;
+          case HyperRole::kKindMark:
+            if (r.numbers != h.get(groups[p.group].options()) &&
+                reported.emplace(SIZE_MAX, h.name).second) {
+              problems.push_back(
+                  "optimizer kind: the checkpoint's param group of " +
+                  Quote(p.fqn) + " has " + h.name + " " +
+                  ValueText(h, r.numbers) + ", which is " +
+                  KindWithMark(h.name, r.numbers) + "'s; this optimizer is " +
+                  kind.name);
+            }
+            break;
+          case HyperRole::kOption:
+            break;
         }
         if (fresh) continue;
-        const std::string lead_fqn = GroupFqn(o, lead->second->fqn, h.name);
-        if (!small.count(lead_fqn)) continue;
-        const double lv = ScalarOf(small.at(lead_fqn));
-        if (std::memcmp(&v, &lv, sizeof v) != 0 &&
+        const HyperRead lr = ReadHyper(target, small, lead->second->fqn, h);
+        if (!Fits(h, lr)) continue;  // Reported as its own problem.
+        if (!SameBits(r.numbers, lr.numbers) &&
             reported.emplace(p.group, h.name).second) {
           problems.push_back(
               "param group layout: " + Quote(lead->second->fqn) + " and " +
               Quote(p.fqn) + " share param group " + std::to_string(p.group) +
               " here, but the checkpoint has " + h.name + " " +
-              ValueText(h, lv) + " and " + ValueText(h, v) +
+              ValueText(h, lr.numbers) + " and " + ValueText(h, r.numbers) +
               " for them: it grouped them apart");
         }
       }
       if (!HasState(target, metadata, p.fqn)) continue;
-      for (const StateField& f : target.kind->state) {
+      for (const StateField& f : kind.state) {
         if (f.exists_if == nullptr) continue;
+        const HyperField* cond = kind.FindHyper(f.exists_if);
+        const std::optional<HyperNumbers> v =
+            cond == nullptr ? std::nullopt
+                            : HyperValue(target, small, p.fqn, *cond);
+        if (!v) continue;  // Reported above.
         const std::string fqn = StateFqn(o, p.fqn, f.name);
-        const bool wanted = HyperValue(target, small, p.fqn, f.exists_if) != 0;
+        const bool wanted = v->at(0) != 0;
         const bool there = metadata.state_dict_metadata.count(fqn) > 0;
         if (wanted != there) {
           problems.push_back(std::string(wanted ? kMissing : "unexpected ") +
@@ -334,7 +626,8 @@ std::vector<std::string> CheckValues(const LoadTarget& target,
         }
       }
       const std::string step_fqn = StateFqn(o, p.fqn, "step");
-      if (auto step = small.find(step_fqn); step != small.end()) {
+      if (auto step = small.tensors.find(step_fqn);
+          step != small.tensors.end()) {
         const double v = ScalarOf(step->second);
         if (!(v >= 0) || v != std::floor(v)) {
           problems.push_back(Quote(step_fqn) + " is " + Number(v) +
@@ -343,7 +636,9 @@ std::vector<std::string> CheckValues(const LoadTarget& target,
       }
     }
   }
-  if (auto rng = small.find(RngStateFqn(o)); rng != small.end()) {
+  repeated.AppendTo(&problems);
+  if (auto rng = small.tensors.find(RngStateFqn(o));
+      rng != small.tensors.end()) {
     Status s = CatchTorch(StatusCode::kInvalidArgument, "", [&] {
       at::Generator scratch = at::make_generator<at::CPUGeneratorImpl>();
       scratch.set_state(rng->second);

@@ -1,18 +1,20 @@
 // What rocksdcp::torch's Load checks before it writes a byte: the
 // checkpoint's metadata against the trainer (missing and unexpected fqns,
 // dtypes, shapes, the optimizer's kind), then the values of its small items
-// (param group layout, conditional state, steps, RNG state). Each check
-// returns every problem it finds, one line each, so that one error can name
-// them all.
+// (hyperparameters and the encodings Python saves them in, param group
+// layout, conditional state, steps, RNG state). Each check returns every
+// problem it finds, one line each, so that one error can name them all.
 
 #ifndef ROCKSDCP_SRC_TORCH_LOAD_CHECK_H_
 #define ROCKSDCP_SRC_TORCH_LOAD_CHECK_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "rocksdcp/metadata.h"
+#include "rocksdcp/state_dict.h"
 #include "rocksdcp/status.h"
 #include "rocksdcp/torch.h"
 #include "torch/optimizer_kind.h"
@@ -28,6 +30,12 @@ struct Expected {
   // A missing required item is a problem; a missing optional one is not
   // read (optimizer state, which a parameter gets at its first step).
   bool required = true;
+  // A hyperparameter (or a legacy element of a pair): then dtype and size
+  // are how rocksdcp saves it, and the checkpoint may hold any encoding
+  // Python's planners give it (a float64, float32 or int64 number, bytes),
+  // which CheckValues reads. Its presence is checked per field
+  // (CheckMetadata), so `required` is false.
+  const HyperField* hyper = nullptr;
 };
 
 // The trainer as Load sees it.
@@ -39,7 +47,7 @@ struct LoadTarget {
   // With an optimizer:
   const OptimizerKind* kind = nullptr;
   std::vector<OptimizerParam> params;
-  // Every tensor fqn the trainer may read, and what it must be.
+  // Every fqn the trainer may read, and what it must be.
   std::map<std::string, Expected> expected;
 };
 
@@ -54,22 +62,33 @@ Result<LoadTarget> MakeLoadTarget(const Trainer& trainer,
 std::vector<std::string> CheckMetadata(const LoadTarget& target,
                                        const Metadata& metadata);
 
-// The small items phase 1 read, by fqn: hyperparameters, steps, the
-// trainer's step and RNG state.
-using SmallItems = std::map<std::string, ::torch::Tensor>;
+// The small items phase 1 read: hyperparameters, steps, the trainer's
+// step, RNG state and extras.
+struct SmallItems {
+  // The tensors, by fqn.
+  std::map<std::string, ::torch::Tensor> tensors;
+  // What phase 1 loads into: views of `tensors`, and the byte items
+  // (hyperparameters saved as bytes, the trainer's extras).
+  StateDict dict;
+};
 
-// The mismatches the small items' values show: param groups that the
-// checkpoint splits, an Adam checkpoint for AdamW (or the other way),
-// conditional state (max_exp_avg_sq without amsgrad...), steps that are no
-// whole number, an RNG state that LibTorch refuses.
+// The mismatches the small items' values show: hyperparameters that are
+// pickles or not the values LibTorch's optimizer can take (maximize true,
+// ...), param groups that the checkpoint splits, an Adam checkpoint for
+// AdamW (or the other way), conditional state (max_exp_avg_sq without
+// amsgrad...), steps that are no whole number, an RNG state that LibTorch
+// refuses.
 std::vector<std::string> CheckValues(const LoadTarget& target,
                                      const Metadata& metadata,
                                      const SmallItems& small);
 
-// The hyperparameter `field` of `param` as the checkpoint has it.
-// REQUIRES: small holds it.
-double HyperValue(const LoadTarget& target, const SmallItems& small,
-                  const std::string& param, const char* field);
+// The value of hyperparameter `field` of `param` as the checkpoint holds
+// it, in whichever encoding; nullopt when it is absent or not a value of
+// `field`'s type (CheckValues reports it).
+std::optional<HyperNumbers> HyperValue(const LoadTarget& target,
+                                       const SmallItems& small,
+                                       const std::string& param,
+                                       const HyperField& field);
 
 // True if the checkpoint holds state (any tensor or step) of `param`.
 bool HasState(const LoadTarget& target, const Metadata& metadata,

@@ -24,34 +24,39 @@ namespace optim = ::torch::optim;
 // TORCH_ARG accessors.
 #define ROCKSDCP_DOUBLE_FIELD(OPTIONS, FIELD)                         \
   HyperField {                                                        \
-    #FIELD, false,                                                    \
-        [](const optim::OptimizerOptions& o) -> double {              \
-          return static_cast<const OPTIONS&>(o).FIELD();              \
+    #FIELD, HyperRole::kOption, HyperType::kFloat64,                  \
+        [](const optim::OptimizerOptions& o) -> HyperNumbers {        \
+          return {static_cast<const OPTIONS&>(o).FIELD()};            \
         },                                                            \
-        [](optim::OptimizerOptions& o, double v) {                    \
-          static_cast<OPTIONS&>(o).FIELD(v);                          \
-        }                                                             \
+        [](optim::OptimizerOptions& o, const HyperNumbers& v) {       \
+          static_cast<OPTIONS&>(o).FIELD(v.at(0));                    \
+        },                                                            \
+        nullptr                                                       \
   }
 #define ROCKSDCP_BOOL_FIELD(OPTIONS, FIELD)                           \
   HyperField {                                                        \
-    #FIELD, true,                                                     \
-        [](const optim::OptimizerOptions& o) -> double {              \
-          return static_cast<const OPTIONS&>(o).FIELD() ? 1.0 : 0.0;  \
+    #FIELD, HyperRole::kOption, HyperType::kBool,                     \
+        [](const optim::OptimizerOptions& o) -> HyperNumbers {        \
+          return {static_cast<const OPTIONS&>(o).FIELD() ? 1.0 : 0.0};\
         },                                                            \
-        [](optim::OptimizerOptions& o, double v) {                    \
-          static_cast<OPTIONS&>(o).FIELD(v != 0);                     \
-        }                                                             \
+        [](optim::OptimizerOptions& o, const HyperNumbers& v) {       \
+          static_cast<OPTIONS&>(o).FIELD(v.at(0) != 0);               \
+        },                                                            \
+        nullptr                                                       \
   }
-// betas, a std::tuple<double, double>, saved as betas.0 and betas.1.
-#define ROCKSDCP_BETA_FIELD(OPTIONS, I)                               \
+// betas, a std::tuple<double, double>: one pair, as Python's tuple.
+#define ROCKSDCP_BETAS_FIELD(OPTIONS)                                 \
   HyperField {                                                        \
-    "betas." #I, false,                                               \
-        [](const optim::OptimizerOptions& o) -> double {              \
-          return std::get<I>(static_cast<const OPTIONS&>(o).betas()); \
+    "betas", HyperRole::kOption, HyperType::kFloat64Pair,             \
+        [](const optim::OptimizerOptions& o) -> HyperNumbers {        \
+          const auto& b = static_cast<const OPTIONS&>(o).betas();     \
+          return {std::get<0>(b), std::get<1>(b)};                    \
         },                                                            \
-        [](optim::OptimizerOptions& o, double v) {                    \
-          std::get<I>(static_cast<OPTIONS&>(o).betas()) = v;          \
-        }                                                             \
+        [](optim::OptimizerOptions& o, const HyperNumbers& v) {       \
+          static_cast<OPTIONS&>(o).betas(                             \
+              std::make_tuple(v.at(0), v.at(1)));                     \
+        },                                                            \
+        nullptr                                                       \
   }
 // A tensor of a ParamState.
 #define ROCKSDCP_STATE_FIELD(STATE, FIELD, EXISTS_IF)                 \
@@ -93,9 +98,41 @@ OptimizerKind Kind(const char* name, std::vector<HyperField> hyper,
 template <bool kDecoupled>
 HyperField DecoupledWeightDecay() {
   return HyperField{
-      "decoupled_weight_decay", true,
-      [](const optim::OptimizerOptions&) { return kDecoupled ? 1.0 : 0.0; },
-      nullptr};
+      "decoupled_weight_decay", HyperRole::kKindMark, HyperType::kBool,
+      [](const optim::OptimizerOptions&) -> HyperNumbers {
+        return {kDecoupled ? 1.0 : 0.0};
+      },
+      nullptr, nullptr};
+}
+
+// The options Python's optimizers have and LibTorch's lack. Python's
+// torch 2.x has them all for Adam and AdamW; SGD lacks capturable;
+// RMSprop lacks fused; Adagrad lacks capturable.
+HyperField PythonFalse(const char* name, const char* why) {
+  return HyperField{name, HyperRole::kPythonFalse, HyperType::kBool,
+                    [](const optim::OptimizerOptions&) -> HyperNumbers {
+                      return {0.0};
+                    },
+                    nullptr, why};
+}
+HyperField Maximize() {
+  return PythonFalse("maximize",
+                     "LibTorch's optimizers minimize: they have no maximize "
+                     "option");
+}
+HyperField Capturable() {
+  return PythonFalse("capturable",
+                     "LibTorch's optimizers have no capturable option (CUDA "
+                     "graph capture of the step)");
+}
+HyperField Differentiable() {
+  return PythonFalse("differentiable",
+                     "LibTorch's optimizers have no differentiable option "
+                     "(autograd through the step)");
+}
+HyperField PythonImpl(const char* name) {
+  return HyperField{name,    HyperRole::kPythonImpl, HyperType::kNone,
+                    nullptr, nullptr,               nullptr};
 }
 
 std::vector<OptimizerKind> MakeKinds() {
@@ -113,10 +150,12 @@ std::vector<OptimizerKind> MakeKinds() {
   kinds.push_back(Kind<optim::Adam, AdamOptions, AdamParamState>(
       "Adam",
       {ROCKSDCP_DOUBLE_FIELD(AdamOptions, lr),
-       ROCKSDCP_BETA_FIELD(AdamOptions, 0), ROCKSDCP_BETA_FIELD(AdamOptions, 1),
+       ROCKSDCP_BETAS_FIELD(AdamOptions),
        ROCKSDCP_DOUBLE_FIELD(AdamOptions, eps),
        ROCKSDCP_DOUBLE_FIELD(AdamOptions, weight_decay),
-       ROCKSDCP_BOOL_FIELD(AdamOptions, amsgrad), DecoupledWeightDecay<false>()},
+       ROCKSDCP_BOOL_FIELD(AdamOptions, amsgrad), Maximize(),
+       PythonImpl("foreach"), Capturable(), Differentiable(),
+       PythonImpl("fused"), DecoupledWeightDecay<false>()},
       {ROCKSDCP_STATE_FIELD(AdamParamState, exp_avg, nullptr),
        ROCKSDCP_STATE_FIELD(AdamParamState, exp_avg_sq, nullptr),
        ROCKSDCP_STATE_FIELD(AdamParamState, max_exp_avg_sq, "amsgrad")},
@@ -124,11 +163,12 @@ std::vector<OptimizerKind> MakeKinds() {
   kinds.push_back(Kind<optim::AdamW, AdamWOptions, AdamWParamState>(
       "AdamW",
       {ROCKSDCP_DOUBLE_FIELD(AdamWOptions, lr),
-       ROCKSDCP_BETA_FIELD(AdamWOptions, 0),
-       ROCKSDCP_BETA_FIELD(AdamWOptions, 1),
+       ROCKSDCP_BETAS_FIELD(AdamWOptions),
        ROCKSDCP_DOUBLE_FIELD(AdamWOptions, eps),
        ROCKSDCP_DOUBLE_FIELD(AdamWOptions, weight_decay),
-       ROCKSDCP_BOOL_FIELD(AdamWOptions, amsgrad), DecoupledWeightDecay<true>()},
+       ROCKSDCP_BOOL_FIELD(AdamWOptions, amsgrad), Maximize(),
+       PythonImpl("foreach"), Capturable(), Differentiable(),
+       PythonImpl("fused"), DecoupledWeightDecay<true>()},
       {ROCKSDCP_STATE_FIELD(AdamWParamState, exp_avg, nullptr),
        ROCKSDCP_STATE_FIELD(AdamWParamState, exp_avg_sq, nullptr),
        ROCKSDCP_STATE_FIELD(AdamWParamState, max_exp_avg_sq, "amsgrad")},
@@ -139,7 +179,8 @@ std::vector<OptimizerKind> MakeKinds() {
        ROCKSDCP_DOUBLE_FIELD(SGDOptions, momentum),
        ROCKSDCP_DOUBLE_FIELD(SGDOptions, dampening),
        ROCKSDCP_DOUBLE_FIELD(SGDOptions, weight_decay),
-       ROCKSDCP_BOOL_FIELD(SGDOptions, nesterov)},
+       ROCKSDCP_BOOL_FIELD(SGDOptions, nesterov), Maximize(),
+       PythonImpl("foreach"), Differentiable(), PythonImpl("fused")},
       // SGD keeps state only with momentum, and then only the buffer.
       {ROCKSDCP_STATE_FIELD(SGDParamState, momentum_buffer, nullptr)},
       nullptr, false));
@@ -150,7 +191,8 @@ std::vector<OptimizerKind> MakeKinds() {
        ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, eps),
        ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, weight_decay),
        ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, momentum),
-       ROCKSDCP_BOOL_FIELD(RMSpropOptions, centered)},
+       ROCKSDCP_BOOL_FIELD(RMSpropOptions, centered), Capturable(),
+       PythonImpl("foreach"), Maximize(), Differentiable()},
       {ROCKSDCP_STATE_FIELD(RMSpropParamState, square_avg, nullptr),
        ROCKSDCP_STATE_FIELD(RMSpropParamState, momentum_buffer, "momentum"),
        ROCKSDCP_STATE_FIELD(RMSpropParamState, grad_avg, "centered")},
@@ -161,7 +203,8 @@ std::vector<OptimizerKind> MakeKinds() {
        ROCKSDCP_DOUBLE_FIELD(AdagradOptions, lr_decay),
        ROCKSDCP_DOUBLE_FIELD(AdagradOptions, weight_decay),
        ROCKSDCP_DOUBLE_FIELD(AdagradOptions, initial_accumulator_value),
-       ROCKSDCP_DOUBLE_FIELD(AdagradOptions, eps)},
+       ROCKSDCP_DOUBLE_FIELD(AdagradOptions, eps), PythonImpl("foreach"),
+       Maximize(), Differentiable(), PythonImpl("fused")},
       {ROCKSDCP_STATE_FIELD(AdagradParamState, sum, nullptr)},
       ROCKSDCP_STEP(AdagradParamState), true));
   return kinds;
@@ -169,7 +212,7 @@ std::vector<OptimizerKind> MakeKinds() {
 
 #undef ROCKSDCP_DOUBLE_FIELD
 #undef ROCKSDCP_BOOL_FIELD
-#undef ROCKSDCP_BETA_FIELD
+#undef ROCKSDCP_BETAS_FIELD
 #undef ROCKSDCP_STATE_FIELD
 #undef ROCKSDCP_STEP
 
@@ -178,6 +221,17 @@ std::vector<OptimizerKind> MakeKinds() {
 const HyperField* OptimizerKind::FindHyper(const std::string& field) const {
   for (const HyperField& h : hyper) {
     if (field == h.name) return &h;
+  }
+  return nullptr;
+}
+
+const HyperField* OptimizerKind::FindSaved(const std::string& field) const {
+  if (const HyperField* h = FindHyper(field)) return h;
+  for (const HyperField& h : hyper) {
+    if (h.type != HyperType::kFloat64Pair) continue;
+    for (size_t i = 0; i < h.Count(); ++i) {
+      if (field == h.LegacyElement(i)) return &h;
+    }
   }
   return nullptr;
 }

@@ -19,18 +19,65 @@
 
 namespace rocksdcp::torch {
 
-// One hyperparameter, saved as <optim>param_groups.<fqn>.<name>: a 0-d
-// float64 tensor, or bool.
+// What a hyperparameter is to rocksdcp::torch: how it is saved, and what
+// Load does with it.
+enum class HyperRole {
+  // A field of LibTorch's options: saved, required in a checkpoint, set by
+  // Load.
+  kOption,
+  // No option of LibTorch's, but it tells two kinds apart
+  // (decoupled_weight_decay: Adam false, AdamW true). Saved; optional in a
+  // checkpoint (older PyTorch lacks it); when present it must equal get().
+  kKindMark,
+  // An option of Python's optimizer that LibTorch's lacks, and behaves as
+  // if false (maximize, capturable, differentiable). Saved false, so that
+  // Python's optimizer finds every key it has; optional in a checkpoint;
+  // when present it must be false (`why` says why).
+  kPythonFalse,
+  // Python's choice of an implementation (foreach, fused): None, True or
+  // False, which compute the same. Saved as None; optional in a
+  // checkpoint, and ignored.
+  kPythonImpl,
+};
+
+// How a hyperparameter is saved, in the encodings of rocksdcp's Python
+// planner (python/rocksdcp/torch/_planners.py).
+enum class HyperType {
+  kFloat64,      // A 0-d float64 tensor: a Python float.
+  kBool,         // A 0-d bool tensor: a Python bool.
+  kFloat64Pair,  // A 1-d float64 tensor of 2: a tuple of two floats (betas).
+  kNone,         // Bytes "rocksdcp-json:null": Python's None.
+};
+
+// A hyperparameter's value: one number (1 or 0 for a bool), or two for a
+// pair.
+using HyperNumbers = std::vector<double>;
+
+// rocksdcp's encoding of plain data (python/rocksdcp/torch/_plain.py): the
+// marker, and None.
+inline constexpr char kPlainPrefix[] = "rocksdcp-json:";
+inline constexpr char kPlainNone[] = "rocksdcp-json:null";
+
+// One hyperparameter, saved as <optim>param_groups.<fqn>.<name>.
 struct HyperField {
   const char* name;
-  bool is_bool;
-  // Its value in a param group's options (1 or 0 for a bool).
-  double (*get)(const ::torch::optim::OptimizerOptions&);
-  // Sets it; null for a field that is no option of LibTorch's but tells
-  // two kinds apart (decoupled_weight_decay: Adam false, AdamW true). Such
-  // a field is optional in a checkpoint (older PyTorch lacks it); when
-  // present, it must equal get().
-  void (*set)(::torch::optim::OptimizerOptions&, double);
+  HyperRole role;
+  HyperType type;
+  // Its value in a param group's options; a kKindMark or kPythonFalse
+  // ignores them. Null for kPythonImpl.
+  HyperNumbers (*get)(const ::torch::optim::OptimizerOptions&);
+  // Sets it: kOption only, else null.
+  void (*set)(::torch::optim::OptimizerOptions&, const HyperNumbers&);
+  // kPythonFalse: why LibTorch's optimizer can't have it true.
+  const char* why = nullptr;
+
+  // How many numbers its value has: 2 for a pair, else 1.
+  size_t Count() const { return type == HyperType::kFloat64Pair ? 2 : 1; }
+  // A pair was saved as two 0-d float64 items before rocksdcp saved it as
+  // one, as Python does: NAME.0 and NAME.1. Load still reads them.
+  std::string LegacyElement(size_t i) const {
+    return std::string(name) + "." + std::to_string(i);
+  }
 };
 
 // One tensor of a parameter's state, saved as
@@ -61,6 +108,9 @@ struct OptimizerKind {
   std::unique_ptr<::torch::optim::OptimizerParamState> (*new_state)();
 
   const HyperField* FindHyper(const std::string& name) const;
+  // The field a checkpoint's param_groups name holds: FindHyper, or the
+  // pair whose legacy element it is ("betas.0").
+  const HyperField* FindSaved(const std::string& name) const;
   const StateField* FindState(const std::string& name) const;
 };
 

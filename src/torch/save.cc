@@ -6,6 +6,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -82,20 +83,34 @@ Status AddOptimizer(const ::torch::nn::Module& module,
       std::vector<OptimizerParam> params,
       ListOptimizer(optimizer, *kind, ListModule(module)));
 
-  // Each group's hyperparameters, one 0-d tensor per field, viewed under
-  // the fqn of every parameter of the group.
+  // Each group's hyperparameters, one value per field (a 0-d tensor, a
+  // pair's 1-d tensor, or None's bytes), under the fqn of every parameter
+  // of the group.
   const auto& groups = optimizer.param_groups();
-  std::vector<std::vector<TensorView>> hyper(groups.size());
+  std::vector<std::vector<StateValue>> hyper(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
     for (const HyperField& h : kind->hyper) {
-      const double v = h.get(groups[g].options());
-      ::torch::Tensor t =
-          h.is_bool ? ::torch::scalar_tensor(v != 0, ::torch::kBool)
-                    : ::torch::scalar_tensor(v, ::torch::kFloat64);
+      if (h.type == HyperType::kNone) {
+        hyper[g].emplace_back(std::string(kPlainNone));
+        continue;
+      }
+      const HyperNumbers v = h.get(groups[g].options());
+      ::torch::Tensor t;
+      switch (h.type) {
+        case HyperType::kBool:
+          t = ::torch::scalar_tensor(v.at(0) != 0, ::torch::kBool);
+          break;
+        case HyperType::kFloat64Pair:
+          t = ::torch::tensor(v, ::torch::kFloat64);
+          break;
+        default:
+          t = ::torch::scalar_tensor(v.at(0), ::torch::kFloat64);
+          break;
+      }
       ROCKSDCP_ASSIGN_OR_RETURN(
           TensorView view,
           rep->Own(std::move(t), "param group " + std::to_string(g)));
-      hyper[g].push_back(view);
+      hyper[g].emplace_back(view);
     }
   }
 

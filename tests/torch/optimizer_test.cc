@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "torch/torch_fixture.h"
@@ -27,9 +28,22 @@ struct OptimizerCase {
   std::set<std::string> hyper;
 };
 
+// The keys of a param group of Python's optimizer of each kind (torch
+// 2.15), params aside: what DCP's flattened optimizer state has under
+// param_groups.<param>.
 const std::set<std::string> kAdamHyper = {
-    "lr", "betas.0", "betas.1", "eps", "weight_decay", "amsgrad",
-    "decoupled_weight_decay"};
+    "lr",       "betas",      "eps",            "weight_decay",
+    "amsgrad",  "maximize",   "foreach",        "capturable",
+    "differentiable", "fused", "decoupled_weight_decay"};
+const std::set<std::string> kSgdHyper = {
+    "lr",       "momentum", "dampening",      "weight_decay", "nesterov",
+    "maximize", "foreach",  "differentiable", "fused"};
+const std::set<std::string> kRmspropHyper = {
+    "lr",       "alpha",      "eps",     "weight_decay", "momentum",
+    "centered", "capturable", "foreach", "maximize",     "differentiable"};
+const std::set<std::string> kAdagradHyper = {
+    "lr",      "lr_decay", "weight_decay", "initial_accumulator_value",
+    "eps",     "foreach",  "maximize",     "differentiable", "fused"};
 
 std::vector<OptimizerCase> Cases() {
   using P = std::vector<optim::OptimizerParamGroup>;
@@ -54,35 +68,30 @@ std::vector<OptimizerCase> Cases() {
          return std::make_unique<optim::SGD>(
              p, optim::SGDOptions(0.05).momentum(0.9).dampening(0.1));
        },
-       {"momentum_buffer"},
-       {"lr", "momentum", "dampening", "weight_decay", "nesterov"}},
+       {"momentum_buffer"}, kSgdHyper},
       {"SGDNesterov",
        [](P p) {
          return std::make_unique<optim::SGD>(
              p, optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
        },
-       {"momentum_buffer"},
-       {"lr", "momentum", "dampening", "weight_decay", "nesterov"}},
+       {"momentum_buffer"}, kSgdHyper},
       {"RMSprop",
        [](P p) {
          return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions(0.01));
        },
-       {"square_avg", "step"},
-       {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"}},
+       {"square_avg", "step"}, kRmspropHyper},
       {"RMSpropCenteredMomentum",
        [](P p) {
          return std::make_unique<optim::RMSprop>(
              p, optim::RMSpropOptions(0.01).momentum(0.5).centered(true));
        },
-       {"square_avg", "momentum_buffer", "grad_avg", "step"},
-       {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"}},
+       {"square_avg", "momentum_buffer", "grad_avg", "step"}, kRmspropHyper},
       {"Adagrad",
        [](P p) {
          return std::make_unique<optim::Adagrad>(
              p, optim::AdagradOptions(0.1).initial_accumulator_value(0.1));
        },
-       {"sum", "step"},
-       {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"}},
+       {"sum", "step"}, kAdagradHyper},
   };
 }
 
@@ -137,7 +146,23 @@ TEST_P(TorchOptimizerTest, SavesPythonsFlattenedNames) {
   if (state.count("step")) {
     EXPECT_EQ(Describe("c", state_prefix + "step"), "float32 []");
   }
-  EXPECT_EQ(Describe("c", group_prefix + "lr"), "float64 []");
+  // Each in the encoding rocksdcp's Python planner gives Python's value.
+  for (const std::string& field : hyper) {
+    const std::string fqn = group_prefix + field;
+    if (field == "betas") {
+      EXPECT_EQ(Describe("c", fqn), "float64 [2]");
+    } else if (field == "foreach" || field == "fused") {
+      EXPECT_EQ(Describe("c", fqn), "bytes");
+      EXPECT_EQ(ReadBytes("c", fqn), "rocksdcp-json:null");  // None.
+    } else if (field == "amsgrad" || field == "nesterov" ||
+               field == "centered" || field == "maximize" ||
+               field == "capturable" || field == "differentiable" ||
+               field == "decoupled_weight_decay") {
+      EXPECT_EQ(Describe("c", fqn), "bool []") << field;
+    } else {
+      EXPECT_EQ(Describe("c", fqn), "float64 []") << field;
+    }
+  }
   for (const std::string& field : GetParam().state) {
     if (field == "step") continue;
     EXPECT_EQ(Describe("c", state_prefix + field), "float32 [4, 4]") << field;
@@ -242,6 +267,214 @@ TEST_F(TorchOptimizerStateTest, StepBeyondFloat32IsRefusedNamingIt) {
   EXPECT_THAT(SaveTrainer({.module = net.get(), .optimizer = &adam}, "c"),
               StatusIs(StatusCode::kInvalidArgument,
                        HasSubstr("optimizer step 16777217 of parameter")));
+}
+
+// ---- Hyperparameters as Python saves them, and the options only Python's
+// optimizers have. ----
+
+// "optim.param_groups.<param>." of each parameter in `dict`.
+std::vector<std::string> GroupPrefixes(const StateDict& dict) {
+  const std::string head = "optim.param_groups.", lr = ".lr";
+  std::vector<std::string> out;
+  for (const auto& [fqn, value] : dict) {
+    if (fqn.rfind(head, 0) == 0 && fqn.size() > head.size() + lr.size() &&
+        fqn.compare(fqn.size() - lr.size(), lr.size(), lr) == 0) {
+      out.push_back(fqn.substr(0, fqn.size() - lr.size() + 1));
+    }
+  }
+  return out;
+}
+
+// pickle.dumps(0.01, protocol=2): bytes as torch's own DefaultSavePlanner
+// saves a hyperparameter (inside torch.save's zip), which C++ can't read.
+const std::string kPickle("\x80\x02G?\x84z\xe1G\xae\x14{.", 12);
+
+class TorchPythonOptionsTest : public TorchStoreTest {
+ protected:
+  TorchPythonOptionsTest()
+      : net_(4, 1),
+        adam_(net_->parameters(), optim::AdamOptions(0.01).betas({0.8, 0.95})),
+        fresh_(4, 1),
+        fresh_adam_(fresh_->parameters(), optim::AdamOptions(0.5)) {
+    TrainStep(net_, adam_, 1);
+    for (const auto& t : fresh_->parameters()) {
+      fresh_before_.push_back(t.detach().clone());
+    }
+  }
+
+  // Adam after a step, with betas (0.8, 0.95): what the checkpoints hold.
+  torch::Trainer Saved() { return {net_.get(), &adam_}; }
+  // Another Net and an Adam at lr 0.5 that never stepped: what they load
+  // into.
+  torch::Trainer Fresh() { return {fresh_.get(), &fresh_adam_}; }
+  optim::AdamOptions& FreshOptions() {
+    return static_cast<optim::AdamOptions&>(
+        fresh_adam_.param_groups()[0].options());
+  }
+
+  // Sets `field` of every parameter's param group in `dict` to `value`.
+  static void SetAll(StateDict& dict, const std::string& field,
+                     const StateValue& value) {
+    for (const std::string& p : GroupPrefixes(dict)) dict[p + field] = value;
+  }
+  // What `fresh_` holds is what it held before a load that failed.
+  ::testing::AssertionResult FreshUnchanged() {
+    const std::vector<::torch::Tensor> params = fresh_->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (auto r = BitEqual(params[i], fresh_before_[i]); !r) {
+        return r << " at parameter " << i;
+      }
+    }
+    if (!fresh_adam_.state().empty()) {
+      return ::testing::AssertionFailure() << "the optimizer got state";
+    }
+    if (FreshOptions().lr() != 0.5) {
+      return ::testing::AssertionFailure() << "lr is " << FreshOptions().lr();
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  Net net_;
+  optim::Adam adam_;
+  Net fresh_;
+  optim::Adam fresh_adam_;
+  std::vector<::torch::Tensor> fresh_before_;
+};
+
+TEST_F(TorchPythonOptionsTest, SavesBetasAsOnePairAndPythonOnlyOptions) {
+  ASSERT_OK(SaveTrainer(Saved(), "c"));
+  const std::string g = "optim.param_groups.layers.0.weight.";
+  // A tuple of two floats, as rocksdcp's Python planner saves it.
+  EXPECT_TRUE(BitEqual(ReadTensor("c", g + "betas"),
+                       ::torch::tensor({0.8, 0.95}, ::torch::kFloat64)));
+  EXPECT_FALSE(Fqns("c").count(g + "betas.0"));
+  EXPECT_FALSE(Fqns("c").count(g + "betas.1"));
+  // What LibTorch's Adam does: it never maximizes, captures or
+  // differentiates, and has one implementation (Python's None: its pick).
+  for (const char* f : {"maximize", "capturable", "differentiable"}) {
+    EXPECT_TRUE(BitEqual(ReadTensor("c", g + f),
+                         ::torch::scalar_tensor(false, ::torch::kBool)))
+        << f;
+  }
+  for (const char* f : {"foreach", "fused"}) {
+    EXPECT_EQ(ReadBytes("c", g + f), "rocksdcp-json:null") << f;
+  }
+}
+
+TEST_F(TorchPythonOptionsTest, LoadsTheBetasPairsEarlierRocksdcpSaved) {
+  // As rocksdcp saved Adam before: betas.0 and betas.1, no Python options.
+  ASSERT_OK(SaveEdited(Saved(), "legacy", [this](StateDict& d) {
+    for (const std::string& p : GroupPrefixes(d)) {
+      for (const char* f :
+           {"betas", "maximize", "foreach", "capturable", "differentiable",
+            "fused"}) {
+        ASSERT_EQ(d.erase(p + f), 1u) << p << f;
+      }
+      d[p + "betas.0"] = Keep(::torch::scalar_tensor(0.8, ::torch::kFloat64));
+      d[p + "betas.1"] = Keep(::torch::scalar_tensor(0.95, ::torch::kFloat64));
+    }
+  }));
+  ASSERT_OK(LoadTrainer(Fresh(), "legacy"));
+  EXPECT_EQ(FreshOptions().betas(), std::make_tuple(0.8, 0.95));
+  EXPECT_EQ(FreshOptions().lr(), 0.01);
+  EXPECT_TRUE(SameTrainer(Saved(), Fresh()));
+  // Saved again, it has today's layout.
+  ASSERT_OK(SaveTrainer(Fresh(), "again"));
+  EXPECT_TRUE(Fqns("again").count("optim.param_groups.bn.weight.betas"));
+  EXPECT_FALSE(Fqns("again").count("optim.param_groups.bn.weight.betas.0"));
+}
+
+TEST_F(TorchPythonOptionsTest, BetasTwiceOrHalfALegacyPairIsRefused) {
+  const std::string g = "optim.param_groups.bn.weight.";
+  ASSERT_OK(SaveEdited(Saved(), "twice", [this](StateDict& d) {
+    SetAll(d, "betas.0", Keep(::torch::scalar_tensor(0.8, ::torch::kFloat64)));
+  }));
+  EXPECT_THAT(LoadTrainer(Fresh(), "twice"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("unexpected '" + g + "betas.0' (the "
+                                 "checkpoint holds betas as '" + g +
+                                 "betas' too)")));
+  ASSERT_OK(SaveEdited(Saved(), "half", [this](StateDict& d) {
+    for (const std::string& p : GroupPrefixes(d)) d.erase(p + "betas");
+    SetAll(d, "betas.0", Keep(::torch::scalar_tensor(0.8, ::torch::kFloat64)));
+  }));
+  EXPECT_THAT(LoadTrainer(Fresh(), "half"),
+              StatusIs(StatusCode::kNotFound,
+                       HasSubstr("missing '" + g + "betas.1' (float64 [], " +
+                                 "as '" + g + "betas.0')")));
+  EXPECT_TRUE(FreshUnchanged());
+}
+
+TEST_F(TorchPythonOptionsTest, TakesEveryEncodingPythonGivesItsValues) {
+  ASSERT_OK(SaveEdited(Saved(), "py", [this](StateDict& d) {
+    // Python's Adam defaults weight_decay to the int 0: an int64.
+    SetAll(d, "weight_decay", Keep(::torch::scalar_tensor(0, ::torch::kInt64)));
+    // An lr that is a tensor, float32.
+    SetAll(d, "lr", Keep(::torch::scalar_tensor(0.25, ::torch::kFloat32)));
+    SetAll(d, "betas", Keep(::torch::tensor({0.5f, 0.75f}, ::torch::kFloat32)));
+    // foreach and fused pick an implementation: True, False or None.
+    SetAll(d, "foreach", Keep(::torch::scalar_tensor(true, ::torch::kBool)));
+    SetAll(d, "fused", std::string("rocksdcp-json:false"));
+    SetAll(d, "maximize", std::string("rocksdcp-json:false"));
+    SetAll(d, "capturable",
+           Keep(::torch::scalar_tensor(false, ::torch::kBool)));
+  }));
+  FreshOptions().weight_decay(0.125);
+  ASSERT_OK(LoadTrainer(Fresh(), "py"));
+  EXPECT_EQ(FreshOptions().lr(), 0.25);
+  EXPECT_EQ(FreshOptions().weight_decay(), 0.0);
+  EXPECT_EQ(FreshOptions().betas(), std::make_tuple(0.5, 0.75));
+  EXPECT_EQ(fresh_adam_.state().size(), adam_.state().size());
+}
+
+TEST_F(TorchPythonOptionsTest, RefusesWhatLibTorchsOptimizersCantDo) {
+  ASSERT_OK(SaveEdited(Saved(), "py", [this](StateDict& d) {
+    SetAll(d, "maximize", Keep(::torch::scalar_tensor(true, ::torch::kBool)));
+    SetAll(d, "capturable", std::string("rocksdcp-json:true"));
+    d["optim.param_groups.layers.0.bias.differentiable"] =
+        Keep(::torch::scalar_tensor(true, ::torch::kBool));
+    d["optim.param_groups.head.bias.foreach"] =
+        std::string("rocksdcp-json:\"yes\"");
+  }));
+  const Status s = LoadTrainer(Fresh(), "py");
+  EXPECT_THAT(s, StatusIs(StatusCode::kInvalidArgument,
+                          HasSubstr("nothing was loaded")));
+  EXPECT_THAT(s.message(),
+              HasSubstr("'optim.param_groups.bn.weight.maximize' (and 5 more "
+                        "like it) is true, but LibTorch's optimizers minimize: "
+                        "they have no maximize option"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("'optim.param_groups.bn.weight.capturable' (and 5 more "
+                        "like it) is true, but LibTorch's optimizers have no "
+                        "capturable option"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("'optim.param_groups.layers.0.bias.differentiable' is "
+                        "true, but LibTorch's optimizers have no "
+                        "differentiable option"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("'optim.param_groups.head.bias.foreach' holds the "
+                        "plain data '\"yes\"'; the Adam optimizer's foreach is "
+                        "None, true or false"));
+  EXPECT_TRUE(FreshUnchanged());
+}
+
+TEST_F(TorchPythonOptionsTest, RefusesPickledHyperparametersNamingThem) {
+  // torch's own DefaultSavePlanner pickles every hyperparameter.
+  ASSERT_OK(SaveEdited(Saved(), "pickled", [](StateDict& d) {
+    for (auto& [fqn, value] : d) {
+      if (fqn.rfind("optim.param_groups.", 0) == 0) value = kPickle;
+    }
+  }));
+  EXPECT_THAT(
+      LoadTrainer(Fresh(), "pickled"),
+      StatusIs(StatusCode::kInvalidArgument,
+               HasSubstr("'optim.param_groups.bn.weight.lr' (and 65 more like "
+                         "it) holds bytes that are not rocksdcp's encoding of "
+                         "data: a pickle, as torch's own DefaultSavePlanner "
+                         "saves a hyperparameter, which C++ can't read; save "
+                         "the checkpoint with "
+                         "rocksdcp.torch.DefaultSavePlanner")));
+  EXPECT_TRUE(FreshUnchanged());
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ const char* const kScenarios[] = {
     "torch-fqn-missing",         "torch-fqn-unexpected",
     "torch-shape-mismatch",      "torch-dtype-mismatch",
     "torch-optimizer-kind",      "torch-adamw-into-adam",
-    "torch-param-group-layout",  "torch-optimizer-not-supported",
+    "torch-param-group-layout",  "torch-python-option-true",
+    "torch-hyperparameter-pickled", "torch-optimizer-not-supported",
     "torch-parameter-not-in-module", "torch-step-too-large",
     "torch-overwritten-during-load", "torch-piece-corrupt",
 };
@@ -124,6 +125,40 @@ class TorchErrorsTest : public TorchStoreTest {
       for (const auto& p : b->head->parameters()) params.push_back(p);
       optim::Adam one(params, 0.01);
       return LoadTrainer({.module = b.get(), .optimizer = &one}, "c");
+    };
+    s["torch-python-option-true"] = [this] {
+      // As rocksdcp's Python planner saves Adam(maximize=True).
+      Net a(4, 1);
+      optim::Adam adam(a->parameters(), 0.01);
+      TrainStep(a, adam, 1);
+      ROCKSDCP_RETURN_IF_ERROR(
+          SaveEdited({a.get(), &adam}, "c", [this](StateDict& d) {
+            for (auto& [fqn, value] : d) {
+              if (fqn.size() > 9 && fqn.substr(fqn.size() - 9) == ".maximize") {
+                value = Keep(::torch::scalar_tensor(true, ::torch::kBool));
+              }
+            }
+          }).status());
+      Net b(4, 1);
+      optim::Adam into(b->parameters());
+      return LoadTrainer({.module = b.get(), .optimizer = &into}, "c");
+    };
+    s["torch-hyperparameter-pickled"] = [this] {
+      // As torch's own DefaultSavePlanner saves SGD: each hyperparameter
+      // pickled (pickle.dumps(0.01, protocol=2) stands for them all).
+      ::torch::nn::Linear a(2, 1);
+      optim::SGD sgd(a->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+      ROCKSDCP_RETURN_IF_ERROR(
+          SaveEdited({a.get(), &sgd}, "c", [](StateDict& d) {
+            for (auto& [fqn, value] : d) {
+              if (fqn.rfind("optim.param_groups.", 0) == 0) {
+                value = std::string("\x80\x02G?\x84z\xe1G\xae\x14{.", 12);
+              }
+            }
+          }).status());
+      ::torch::nn::Linear b(2, 1);
+      optim::SGD into(b->parameters(), 0.1);
+      return LoadTrainer({.module = b.get(), .optimizer = &into}, "c");
     };
     s["torch-optimizer-not-supported"] = [this] {
       Net net(4, 1);

@@ -1,6 +1,7 @@
 #include "torch/torch_fixture.h"
 
 #include <cstring>
+#include <utility>
 #include <variant>
 
 namespace rocksdcp_test_models {
@@ -124,6 +125,58 @@ std::string TorchStoreTest::Describe(const std::string& id,
   std::string shape;
   for (int64_t s : t.size) shape += (shape.empty() ? "" : ", ") + std::to_string(s);
   return std::string(DTypeName(t.properties.dtype)) + " [" + shape + "]";
+}
+
+Result<Metadata> TorchStoreTest::SaveEdited(
+    const torch::Trainer& trainer, const std::string& id,
+    const std::function<void(StateDict&)>& edit) {
+  ROCKSDCP_ASSIGN_OR_RETURN(torch::TorchStateDict made,
+                            torch::MakeStateDict(trainer));
+  StateDict dict = made.dict();
+  edit(dict);
+  ROCKSDCP_RETURN_IF_ERROR(NeedStore());
+  ROCKSDCP_ASSIGN_OR_RETURN(auto writer,
+                            store_->NewWriter({.overwrite = true}));
+  return Save(dict, *writer, {.checkpoint_id = id});
+}
+
+TensorView TorchStoreTest::Keep(::torch::Tensor t) {
+  Result<TensorView> view = torch::ViewOf(t, "kept");
+  EXPECT_OK(view);
+  kept_.push_back(std::move(t));
+  return view.ok() ? *view : TensorView();
+}
+
+::torch::Tensor TorchStoreTest::ReadTensor(const std::string& id,
+                                           const std::string& fqn) {
+  auto reader = store_->NewReader();
+  EXPECT_OK(reader);
+  if (!reader.ok()) return {};
+  EXPECT_OK((*reader)->Reset(id));
+  auto metadata = (*reader)->ReadMetadata();
+  EXPECT_OK(metadata);
+  if (!metadata.ok()) return {};
+  auto it = metadata->state_dict_metadata.find(fqn);
+  if (it == metadata->state_dict_metadata.end()) return {};
+  const auto* t = std::get_if<TensorStorageMetadata>(&it->second);
+  if (t == nullptr) return {};
+  auto type = torch::ScalarTypeOf(t->properties.dtype);
+  EXPECT_OK(type);
+  if (!type.ok()) return {};
+  ::torch::Tensor out = ::torch::empty(t->size, *type);
+  auto view = torch::MutableViewOf(out, fqn);
+  EXPECT_OK(view);
+  if (!view.ok()) return {};
+  StateDict sd{{fqn, *view}};
+  EXPECT_OK(LoadDict(&sd, id, /*allow_partial_load=*/true));
+  return out;
+}
+
+std::string TorchStoreTest::ReadBytes(const std::string& id,
+                                      const std::string& fqn) {
+  StateDict sd{{fqn, std::string()}};
+  EXPECT_OK(LoadDict(&sd, id, /*allow_partial_load=*/true));
+  return std::get<std::string>(sd.at(fqn));
 }
 
 }  // namespace rocksdcp::testing

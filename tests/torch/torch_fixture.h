@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -61,6 +62,22 @@ class TorchStoreTest : public StoreTest {
   std::set<std::string> Fqns(const std::string& id);
   // What checkpoint `id` holds under `fqn`: "float32 [4, 8]", or "bytes".
   std::string Describe(const std::string& id, const std::string& fqn);
+
+  // Saves `trainer` as `id` as SaveTrainer does, after `edit` changed its
+  // state dict: a checkpoint as Python's planners or an earlier rocksdcp
+  // wrote it. Tensors that `edit` adds are viewed with Keep().
+  Result<Metadata> SaveEdited(const torch::Trainer& trainer,
+                              const std::string& id,
+                              const std::function<void(StateDict&)>& edit);
+  // A view of `t`, which the fixture keeps alive.
+  TensorView Keep(::torch::Tensor t);
+  // What checkpoint `id` holds under `fqn`: a tensor of its dtype and
+  // shape, or bytes (undefined tensor / empty string when it is not one).
+  ::torch::Tensor ReadTensor(const std::string& id, const std::string& fqn);
+  std::string ReadBytes(const std::string& id, const std::string& fqn);
+
+ private:
+  std::vector<::torch::Tensor> kept_;
 };
 
 }  // namespace rocksdcp::testing

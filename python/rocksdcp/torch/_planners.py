@@ -19,8 +19,8 @@ values as data instead:
   (``rocksdcp/torch/_plain.py``, JSON behind a marker).
 
 Loading, the destination says what each value becomes again: a tensor of
-the checkpoint goes back into an int, float, bool, tuple or list where the
-state dict holds one; a byte item comes back as bytes where it holds bytes,
+the checkpoint goes back into a number (a bool, int or float, as the
+tensor's dtype says), a tuple or a list where the state dict holds one; a byte item comes back as bytes where it holds bytes,
 else decoded. Values are written through torch's flattening into the state
 dict the caller passed (``original_state_dict``), as torch's planner
 writes its unpickled values.
@@ -85,20 +85,20 @@ def as_saved(fqn, value, where="save"):
 
 
 def as_python(tensor, like, fqn, where="load"):
-    """The tensor a checkpoint holds for ``fqn``, as the Python value
-    ``like`` is (the destination's current value)."""
+    """The tensor a checkpoint holds for ``fqn``, as a Python value of the
+    kind the destination holds (``like``): a number, or a tuple or list.
+    The number's type is the checkpoint's (a bool, int or float tensor),
+    not the destination's, as torch's planner replaces a value with the
+    one saved: a float learning rate saved into a state dict that held the
+    int 0 comes back a float, never truncated."""
     if _number_kind(like) is not None:
         if tensor.numel() != 1:
             raise InvalidArgument("{}: item {!r}: the state dict holds a {} but the checkpoint a "
                                   "tensor of shape {}".format(where, fqn, type(like).__name__,
                                                               list(tensor.shape)))
-        return type(like)(tensor.item())
+        return tensor.item()
     if isinstance(like, (tuple, list)) and tensor.dim() == 1:
-        values = tensor.tolist()
-        if len(like) == len(values):
-            values = [type(old)(v) if _number_kind(old) is not None else v
-                      for old, v in zip(like, values)]
-        return type(like)(values)
+        return type(like)(tensor.tolist())
     raise InvalidArgument("{}: item {!r}: the state dict holds a {} where the checkpoint holds "
                           "a tensor".format(where, fqn, type(like).__name__))
 

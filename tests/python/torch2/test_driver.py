@@ -97,6 +97,17 @@ def test_rocksdcp_planners_save_values_as_data_a_cpp_reader_can_read(tmp_path):
     assert type(into["optim"]["betas"]) is tuple and type(into["optim"]["step"]) is int
 
 
+def test_a_number_loads_as_saved_whatever_number_the_state_dict_held(tmp_path):
+    # torch's Adam defaults weight_decay to the int 0: a float saved for it
+    # must not come back truncated.
+    path = tmp_path / "store"
+    save(path, "c", {"wd": 0.02, "n": 3, "flag": True}, planner=rt.DefaultSavePlanner())
+    into = {"wd": 0, "n": 0.0, "flag": 0}
+    load(path, "c", into, planner=rt.DefaultLoadPlanner())
+    assert into == {"wd": 0.02, "n": 3, "flag": True}
+    assert type(into["wd"]) is float and type(into["n"]) is int and type(into["flag"]) is bool
+
+
 def test_a_checkpoint_with_pickles_loads_with_rocksdcp_planner_as_bytes(tmp_path):
     # rocksdcp's load planner never unpickles: a pickle torch's planner
     # wrote comes back as its bytes.
