@@ -68,6 +68,8 @@ def main(directory, store=None, checkpoint_id=None):
         import rocksdcp.torch as rt
         dcp.save(state, storage_writer=rt.StorageWriter(store), checkpoint_id=checkpoint_id)
     dist.barrier()
+    from conftest import work_done
+    work_done(dist.get_rank())
     dist.destroy_process_group()
 
 

@@ -18,6 +18,7 @@ from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
 import rocksdcp
 import rocksdcp.torch as rt
+from conftest import work_done
 
 dcp = rt.dcp
 warnings.simplefilter("ignore")
@@ -253,6 +254,7 @@ def main():
             os.makedirs(os.path.join(base, scenario), exist_ok=True)
             globals()[scenario](os.path.join(base, scenario, "store"), rank, world)
             dist.barrier()
+        work_done(rank)
     finally:
         dist.destroy_process_group()
 

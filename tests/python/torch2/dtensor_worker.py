@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 import rocksdcp.torch as rt
+from conftest import work_done
 
 dcp = rt.dcp
 warnings.simplefilter("ignore")
@@ -132,6 +133,7 @@ def main():
             dcp.save(sd, storage_writer=rt.StorageWriter(store), checkpoint_id=ids[1])
     if distributed():
         dist.barrier()
+        work_done(rank)
         dist.destroy_process_group()
     print("{} rank {} ok".format(" ".join(sys.argv[1:]), rank), flush=True)
 
