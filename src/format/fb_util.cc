@@ -36,14 +36,7 @@ AlignedBytes::AlignedBytes(std::string_view value) : view_(value) {
 
 // ---- Vectors ----
 
-std::vector<int64_t> ReadLongs(const LongVector* v) {
-  if (v == nullptr) return {};
-  std::vector<int64_t> out(ReadVectorLength(v));
-  if (out.empty()) return out;
-  std::memcpy(out.data(), VectorElements(v), out.size() * sizeof(int64_t));
-  for (int64_t& x : out) x = flatbuffers::EndianScalar(x);
-  return out;
-}
+std::vector<int64_t> ReadLongs(const LongVector* v) { return ReadScalars(v); }
 
 std::string ReadBytes(const ByteVector* v) {
   if (v == nullptr) return {};

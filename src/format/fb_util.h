@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "rocksdcp/metadata.h"
@@ -144,6 +145,21 @@ flatbuffers::uoffset_t ReadVectorLength(const flatbuffers::Vector<T>* v) {
 template <typename T>
 const uint8_t* VectorElements(const flatbuffers::Vector<T>* v) {
   return reinterpret_cast<const uint8_t*>(v) + sizeof(flatbuffers::uoffset_t);
+}
+
+// The elements of a verified vector of scalars, wherever they lie: the
+// Verifier checks only the length field's 4-byte alignment, so a forged
+// value may place 8-byte elements off theirs, and Vector::Get would read
+// them in place (undefined behaviour). Absent reads as empty.
+template <typename T>
+std::vector<T> ReadScalars(const flatbuffers::Vector<T>* v) {
+  static_assert(std::is_arithmetic_v<T>);
+  if (v == nullptr) return {};
+  std::vector<T> out(ReadVectorLength(v));
+  if (out.empty()) return out;
+  std::memcpy(out.data(), VectorElements(v), out.size() * sizeof(T));
+  for (T& x : out) x = flatbuffers::EndianScalar(x);
+  return out;
 }
 
 // Absent reads as empty.

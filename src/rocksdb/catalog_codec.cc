@@ -195,6 +195,12 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
   if (info.piece_bytes == 0) {
     return Status::Corruption(what + ": piece_bytes is 0");
   }
+  if (info.piece_bytes > kMaxPieceBytes) {
+    return Status::Corruption(
+        what + ": piece_bytes is " + std::to_string(info.piece_bytes) +
+        ", more than any writer writes (" + std::to_string(kMaxPieceBytes) +
+        "): it is forged or damaged");
+  }
   // A reader derives every piece's key and byte range from these three
   // numbers, so they must agree; an empty item still has one (empty) piece.
   const uint64_t expected =
@@ -246,7 +252,8 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
           " piece offsets for " + std::to_string(info.num_pieces) + " pieces" +
           (s->piece_hashes() == nullptr ? ", without hashes" : ""));
     }
-    info.piece_offsets.assign(offsets->begin(), offsets->end());
+    // Copied out byte-wise, as the hashes below.
+    info.piece_offsets = ReadScalars(offsets);
     info.file_first_key_xxh3 = s->file_first_key_xxh3();
     if (const auto* files = s->source_file_first_key_xxh3()) {
       if (files->size() != info.sources.size()) {
@@ -254,7 +261,7 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
             what + ": " + std::to_string(files->size()) + " source files for " +
             std::to_string(info.sources.size()) + " sources");
       }
-      info.source_file_first_key_xxh3.assign(files->begin(), files->end());
+      info.source_file_first_key_xxh3 = ReadScalars(files);
     }
   }
   if ((hashes == PieceHashes::kRead || refs || offsets != nullptr) &&

@@ -27,6 +27,11 @@ inline constexpr uint16_t kBoundStorageInfoFormatVersion = 2;
 // The StorageInfo version of an item some of whose pieces are references.
 inline constexpr uint16_t kReferencingStorageInfoFormatVersion = 3;
 
+// The largest piece a writer writes (RocksDBWriterOptions::max_piece_bytes
+// is at most this): a StorageInfo whose pieces are larger is forged, and a
+// reader that believed it would decode pieces of any size.
+inline constexpr uint64_t kMaxPieceBytes = 1ull << 30;
+
 std::string EncodeCatalogEntry(const CheckpointInfo& info);
 // Corruption if the value fails the Verifier, has the wrong identifier, an
 // unknown state, or lacks the id or column family.

@@ -439,7 +439,8 @@ Result<std::unique_ptr<RocksDBStorageWriter>> StoreImpl::NewWriter(
     return Status::FailedPrecondition("cannot save: store " + Quote(path_) +
                                       " is open read-only");
   }
-  if (options.max_piece_bytes == 0 || options.max_piece_bytes > (1ull << 30)) {
+  if (options.max_piece_bytes == 0 ||
+      options.max_piece_bytes > format::kMaxPieceBytes) {
     return Status::InvalidArgument(
         "max_piece_bytes must be in [1, 1 GiB], got " +
         std::to_string(options.max_piece_bytes));

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "format/metadata_codec.h"
@@ -183,6 +184,64 @@ TEST(StorageInfoCodecTest, RoundTripsConsistentValues) {
     EXPECT_EQ(back.num_pieces, info.num_pieces);
     EXPECT_EQ(back.piece_bytes, info.piece_bytes);
   }
+}
+
+// `value` with the vector of uint64 that field `field` of its root points
+// to moved to the end, its elements 4 bytes off their 8-byte alignment in
+// the value: FlatBuffers' verifier checks only the length field's 4-byte
+// alignment, so a forged value may do this, and reading the elements in
+// place is undefined behaviour (UBSan: "load of misaligned address"; found
+// by catalog_fuzzer).
+std::string MisalignU64Vector(std::string value,
+                              flatbuffers::voffset_t field) {
+  const auto* table = flatbuffers::GetRoot<flatbuffers::Table>(value.data());
+  const flatbuffers::voffset_t at = table->GetOptionalFieldOffset(field);
+  EXPECT_NE(at, 0) << "field " << field << " is not set";
+  const size_t field_pos =
+      reinterpret_cast<const char*>(table) - value.data() + at;
+  uint32_t old_offset;
+  std::memcpy(&old_offset, value.data() + field_pos, 4);
+  const size_t old_pos = field_pos + old_offset;
+  uint32_t n;
+  std::memcpy(&n, value.data() + old_pos, 4);
+  const std::string vector = value.substr(old_pos, 4 + size_t{8} * n);
+  value.resize((value.size() + 7) / 8 * 8, '\0');  // Elements at 4 mod 8.
+  const uint32_t new_offset = static_cast<uint32_t>(value.size() - field_pos);
+  value += vector;
+  std::memcpy(value.data() + field_pos, &new_offset, 4);
+  return value;
+}
+
+TEST(StorageInfoCodecTest, ReadsOffsetsAndSourceFilesOffTheirAlignment) {
+  StorageInfo info = Info(ItemKind::kTensor, 16, 2, 8);
+  info.format_version = kReferencingStorageInfoFormatVersion;
+  info.piece_hashes = {{1, 2}, {3, 4}};
+  info.sources = {"base"};
+  info.piece_sources = {1, 0};
+  info.piece_offsets = {0x1122334455667788, 0x99aabbccddeeff00};
+  info.file_first_key_xxh3 = 5;
+  info.source_file_first_key_xxh3 = {0x0123456789abcdef};
+  std::string value = EncodeStorageInfo(info);
+  value = MisalignU64Vector(value, fb::StorageInfo::VT_PIECE_OFFSETS);
+  value =
+      MisalignU64Vector(value, fb::StorageInfo::VT_SOURCE_FILE_FIRST_KEY_XXH3);
+  ASSERT_OK_AND_ASSIGN(StorageInfo back, DecodeStorageInfo(value));
+  EXPECT_EQ(back.piece_offsets, info.piece_offsets);
+  EXPECT_EQ(back.source_file_first_key_xxh3, info.source_file_first_key_xxh3);
+  EXPECT_EQ(back.piece_sources, info.piece_sources);
+}
+
+// Issue #38: a forged item of 2 GiB pieces made verify decode 2 GiB per
+// piece, and a load take 4 GB.
+TEST(StorageInfoCodecTest, RejectsPiecesLargerThanAnyWriterWrites) {
+  ASSERT_OK(DecodeStorageInfo(EncodeStorageInfo(
+      Info(ItemKind::kTensor, 3 * kMaxPieceBytes, 3, kMaxPieceBytes))));
+  EXPECT_THAT(DecodeStorageInfo(EncodeStorageInfo(Info(
+                  ItemKind::kTensor, 4 * kMaxPieceBytes, 2, 2 * kMaxPieceBytes))),
+              StatusIs(StatusCode::kCorruption,
+                       "storage info: piece_bytes is 2147483648, more than "
+                       "any writer writes (1073741824): it is forged or "
+                       "damaged"));
 }
 
 TEST(StorageInfoCodecTest, RoundTripsStagingFile) {

@@ -532,7 +532,10 @@ std::vector<HostileCase> MakeCases() {
                }});
   c.push_back({"metadata_missing", "metadata", "__metadata__ is deleted",
                [](F& f) { f.Delete(kMetadataKey); }});
-  // Issue #2: a byte item of 64 GiB.
+  // Issue #2: a byte item of 64 GiB. Its pieces are larger than any writer
+  // writes (issue #38), so its storage info is refused alone: info lists
+  // the item without a size, a dump of another item works, verify and the
+  // loads of the whole checkpoint fail.
   c.push_back({"metadata_bytes_64gib_one_piece", "metadata",
                "byte item 'opt' claims 64 GiB in one piece",
                EditInfo("opt", std::nullopt,
@@ -541,7 +544,7 @@ std::vector<HostileCase> MakeCases() {
                           i.piece_bytes = 64 * kGiB;
                           i.num_pieces = 1;
                         }),
-               "info=1 dump=1", "w", {"opt"}});
+               "info=0 dump=0", "w", {"opt"}});
   // Byte item 'opt' claiming 64 GiB in 16,777,216 pieces of 4 KiB.
   auto claim_64gib = [](bool compressed) {
     return EditInfo("opt", std::nullopt, [compressed](FInfo& i) {
