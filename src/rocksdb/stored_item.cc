@@ -304,9 +304,23 @@ Status ReadReferencedPiece(StoreImpl& store, const CommittedCheckpoint& c,
         ", which holds another reference there: references are one level "
         "deep");
   }
-  return VerifyPieceValue(got, there, key, index, item, p, buffer, out)
-      .WithContext("in column family " + Quote(source) +
-                   ", which it references");
+  const std::string in_source =
+      "in column family " + Quote(source) + ", which it references";
+  ROCKSDCP_RETURN_IF_ERROR(
+      VerifyPieceValue(got, there, key, index, item, p, buffer, out)
+          .WithContext(in_source));
+  // The piece's own XXH3 binds it to its key, not to a checkpoint: another
+  // checkpoint's column family holds a sound piece under the same key. The
+  // storage info's XXH3-128 of the bytes saved tells them apart.
+  if (p >= item.info.piece_hashes.size() ||
+      format::Xxh3_128(out->data, out->size) != item.info.piece_hashes[p]) {
+    return Status::Corruption(
+        "the piece " + in_source +
+        " is not the one saved: its bytes' XXH3-128 differs from the "
+        "storage info's (another checkpoint's piece under the same key, or "
+        "a forged store)");
+  }
+  return Status::OK();
 }
 
 }  // namespace rocksdcp

@@ -367,13 +367,25 @@ std::vector<HostileCase> MakeCases() {
                  r.column_family = "before";
                }),
                "dump=0 export=0 load=0 mirror=0"});
+  // Issue #38: another checkpoint's column family holds a sound piece of
+  // its own under the same key (same header, other bytes, its XXH3 bound
+  // to the key): only the storage info's XXH3-128 tells the two apart.
+  c.push_back({"ref_to_another_checkpoint", "piece",
+               "piece 1 of 'w' references column family 'other', which "
+               "holds a sound piece of another checkpoint under the same key",
+               ForgeReference("other", [](F&, Ref&, Info&, Target& t) {
+                 FPiece piece = ParsePiece(*t);
+                 for (char& ch : *piece.data) ch = static_cast<char>(~ch);
+                 piece.Rehash(kW1);
+                 t = Encode(piece);
+               })});
   c.push_back({"ref_to_catalog_column_family", "piece",
                "piece 1 of 'w' references the catalog's column family, "
                "'default', which holds the genuine piece under its key",
                ForgeReference("default", [](F&, Ref&, Info&, Target&) {})});
   // Storage info and reference agree on a hash the bytes do not have: a
-  // load trusts a column family's piece at its key (bound to it by its
-  // XXH3) and delivers the genuine bytes; verify hashes them.
+  // load hashes a referenced piece's bytes, as verify does, and refuses it
+  // (it can't tell these genuine bytes from another checkpoint's).
   c.push_back({"ref_both_hashes_wrong", "piece",
                "piece 1 of 'w' and its storage info record a hash its bytes "
                "do not have",
@@ -382,7 +394,7 @@ std::vector<HostileCase> MakeCases() {
                                 r.hash.high ^= 1;
                                 i.piece_hashes[1] = r.hash;
                               }),
-               "info=0 dump=0 export=0 load=0 mirror=0"});
+               "info=0"});
 
   // ================= The catalog =================
   c.push_back({"catalog_garbage_value", "catalog",
