@@ -66,7 +66,7 @@ class SavePlanner {
   // never calls it (AsyncCheckpointer then reclaims its buffers when
   // WriteData completes).
   // Default: nothing.
-  virtual void ReleaseData(const WriteItem& item) {}
+  virtual void ReleaseData(const WriteItem& /*item*/) {}
 };
 
 class LoadPlanner {
