@@ -54,6 +54,8 @@ Result<std::unique_ptr<Store>> OpenStore(const char* cmd,
             "export) work meanwhile. [" +
             s.message() + "]");
   }
+  // The library's own "cannot open store '...': ..." says it already.
+  if (s.message().rfind("cannot open ", 0) == 0) return s;
   return Status(s.code(), "cannot open store '" + path + "': " + s.message());
 }
 

@@ -1,7 +1,13 @@
+#include <fcntl.h>
 #include <rocksdb/file_system.h>
 #include <rocksdb/table.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -224,7 +230,52 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(
   return std::unique_ptr<Store>(std::move(store));
 }
 
+namespace {
+
+// Why the store directory `path` can't be read, where the file system can
+// tell: RocksDB's FileExists folds EACCES and ENOTDIR into NotFound, which
+// would read as "no store there". OK if it is a directory this process may
+// list, or if nothing is there. Asks the operating system directly (not
+// the store's FileSystem): this explains an error, it opens nothing.
+Status ExplainUnreadableDirectory(const std::string& path,
+                                  const std::string& where) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::OK();
+    if (err == ENOTDIR) {
+      return Status::InvalidArgument(
+          where + " is not a directory: a component of its path is a file");
+    }
+    return Status::IOError("cannot open " + where + ": " +
+                           std::strerror(err) +
+                           ": this process may not reach the store's "
+                           "directory (a directory on its path may not be "
+                           "searched)");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    const char* what = S_ISREG(st.st_mode) ? "a regular file" : "no directory";
+    return Status::InvalidArgument(where + " is not a directory (" + what +
+                                   " is there): a store is a directory that "
+                                   "RocksDB's files are in");
+  }
+  if (faccessat(AT_FDCWD, path.c_str(), R_OK | X_OK, AT_EACCESS) != 0) {
+    const int err = errno;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o",
+                  static_cast<unsigned>(st.st_mode & 07777));
+    return Status::IOError("cannot open " + where + ": " +
+                           std::strerror(err) +
+                           ": this process may not read the store's "
+                           "directory (mode " + mode + ")");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<bool> StoreImpl::PrepareDirectories(const std::string& where) {
+  ROCKSDCP_RETURN_IF_ERROR(ExplainUnreadableDirectory(path_, where));
   const rocksdb::IOStatus current = fs_->FileExists(
       (fs::path(path_) / "CURRENT").string(), rocksdb::IOOptions(), nullptr);
   if (!current.ok() && !current.IsNotFound()) {

@@ -6,7 +6,12 @@
 // as the code produces them, to paste into the document.
 
 #include <dlpack/dlpack.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <regex>
@@ -46,7 +51,8 @@ const char* const kScenarios[] = {
     "tensor-too-large", "tensor-null-data", "tensor-not-on-cpu",
     "piece-size-out-of-range", "compression-level-out-of-range",
     "save-id-invalid",
-    "store-missing", "store-locked",
+    "store-missing", "store-not-a-directory", "store-permission-denied",
+    "store-locked",
     "read-only-save",  "piece-corrupt",    "disk-full",
     "catalog-names-another-checkpoint", "catalog-column-family-missing",
     "metadata-claims-more-than-stored", "metadata-lists-more-than-stored",
@@ -153,6 +159,29 @@ class ErrorTableTest : public StoreTest,
       CloseStore();
       return Store::Open(dir_.Sub("nowhere"), {.create_if_missing = false})
           .status();
+    };
+    s["store-not-a-directory"] = [this] {
+      const std::string file = dir_.Sub("file");
+      std::ofstream(file) << "not a store";
+      return Store::Open(file).status();
+    };
+    // A directory this process may not read: mode 000 to a user other than
+    // root, which reads everything, so root opens it as nobody.
+    s["store-permission-denied"] = [this] {
+      CloseStore();
+      const std::string path = store_path();
+      EXPECT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+      EXPECT_EQ(chmod(path.c_str(), 0), 0);
+      const bool root = geteuid() == 0;
+      if (root) {
+        EXPECT_EQ(seteuid(65534), 0) << std::strerror(errno);
+      }
+      Status s = Store::Open(path, {.read_only = true}).status();
+      if (root) {
+        EXPECT_EQ(seteuid(0), 0) << std::strerror(errno);
+      }
+      EXPECT_EQ(chmod(path.c_str(), 0755), 0);
+      return s;
     };
     s["read-only-save"] = [this] {
       CloseStore();

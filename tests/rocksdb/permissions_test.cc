@@ -66,6 +66,31 @@ TEST_F(PermissionsTest, AUserWhoCantWriteTheStoreGetsTheRealErrorAndCanInspectIt
   EXPECT_EQ(ro.out, "OK c\n");
 }
 
+// Issue #38: RocksDB reads EACCES as "no such file", so this once said the
+// store did not exist.
+TEST_F(PermissionsTest, AStoreDirectoryTheUserMayNotReadSaysSo) {
+  SaveOne();
+  ASSERT_EQ(chmod(store_.c_str(), 0), 0);
+  for (const char* mode : {"ro", "rw"}) {
+    SCOPED_TRACE(mode);
+    ChildOutput out = RunChildAs(kNobody, {"open", store_, mode});
+    EXPECT_EQ(out.exit_code, 3);
+    EXPECT_EQ(out.out, "IOError: cannot open store '" + store_ +
+                           "': Permission denied: this process may not read "
+                           "the store's directory (mode 0000)\n");
+  }
+  // A directory on the way that nobody may search.
+  ASSERT_EQ(chmod(store_.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(base_.c_str(), 0700), 0);
+  ChildOutput out = RunChildAs(kNobody, {"open", store_, "ro"});
+  EXPECT_EQ(out.exit_code, 3);
+  EXPECT_THAT(out.out, AllOf(StartsWith("IOError: cannot open store '" + store_),
+                             HasSubstr("Permission denied: this process may "
+                                       "not reach the store's directory"),
+                             Not(HasSubstr("does not exist"))));
+  ASSERT_EQ(chmod(base_.c_str(), 0755), 0);
+}
+
 TEST_F(PermissionsTest, AReadOnlyLockFileIsNotBusy) {
   SaveOne();
   // Everything writable by nobody but the LOCK file.

@@ -228,6 +228,25 @@ TEST_F(StoreTest, ReadOnlyStoreLoadsButDoesNotWrite) {
                                         HasSubstr("read-only")));
 }
 
+// Issue #38: a path that is a regular file once read as "no store there"
+// (read-only) or as a staging directory that could not be made.
+TEST_F(StoreTest, APathThatIsAFileIsNotADirectory) {
+  const std::string file = dir_.Sub("file");
+  std::ofstream(file) << "not a store";
+  for (const bool read_only : {true, false}) {
+    SCOPED_TRACE(read_only ? "read-only" : "read-write");
+    EXPECT_THAT(Store::Open(file, {.read_only = read_only}),
+                StatusIs(StatusCode::kInvalidArgument,
+                         "store '" + file + "' is not a directory (a regular "
+                         "file is there): a store is a directory that "
+                         "RocksDB's files are in"));
+  }
+  EXPECT_THAT(Store::Open(file + "/store"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "store '" + file + "/store' is not a directory: a "
+                       "component of its path is a file"));
+}
+
 // A save whose process dies before its commit batch is durable leaves no
 // checkpoint; one that dies after it leaves the new checkpoint. Either way
 // GC removes what is left over, and the store keeps working.

@@ -8,6 +8,11 @@
 // The rows give an exit code ("exit 1"), not a Status code: the library's
 // tables (tests/rocksdb/error_table_test.cc) don't read them.
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -49,7 +54,8 @@ std::map<std::string, CliRow> ReadCliRows() {
 const char* const kScenarios[] = {
     "cli-output-disk-full",        "cli-import-header-over-limit",
     "cli-import-header-cut-short", "cli-import-too-many-items",
-    "cli-export-too-many-items",
+    "cli-export-too-many-items",   "cli-ls-not-a-directory",
+    "cli-ls-permission-denied",
 };
 
 // A file of safetensors' 8-byte little-endian header size, then `rest`.
@@ -121,6 +127,30 @@ class CliErrorTableTest : public CliTest,
       CloseStore();
       return Run({"export", store_path(), "ck", "--safetensors",
                   dir_.Sub("ck.safetensors")});
+    };
+    s["cli-ls-not-a-directory"] = [this] {
+      tools::WriteFile(dir_.Sub("file"), "not a store");
+      return Run({"ls", dir_.Sub("file")});
+    };
+    // Mode 000 to a user other than root, which reads everything: as root,
+    // the CLI runs as nobody (its effective user).
+    s["cli-ls-permission-denied"] = [this] {
+      SaveExamples({"ck"});
+      CloseStore();
+      // Nobody writes the command's captured output there.
+      EXPECT_EQ(chmod(dir_.path().c_str(), 0777), 0);
+      EXPECT_EQ(chmod(store_path().c_str(), 0), 0);
+      const bool root = geteuid() == 0;
+      if (root) {
+        EXPECT_EQ(seteuid(65534), 0) << std::strerror(errno);
+      }
+      CliRun r = Run({"ls", store_path()});
+      if (root) {
+        EXPECT_EQ(seteuid(0), 0) << std::strerror(errno);
+      }
+      EXPECT_EQ(chmod(store_path().c_str(), 0755), 0);
+      EXPECT_EQ(chmod(dir_.path().c_str(), 0700), 0);
+      return r;
     };
     return s;
   }
