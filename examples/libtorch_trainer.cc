@@ -13,8 +13,9 @@
 // On start it loads the newest committed checkpoint of DIR, if there is
 // one: the model, the optimizer (a fresh AdamW, which gets its state from
 // the checkpoint), the step, the CPU generator that dropout draws from, and
-// the data loader's position, saved as bytes. First it collects the garbage
-// a killed run leaves (Store::CollectGarbage).
+// the data loader's position, saved as bytes. Opening the store read-write
+// reclaims what a killed run's torn save left (StoreOptions::
+// reclaim_torn_saves): nothing to call.
 //
 // So a run killed at any moment (kill -9, mid-commit included) and
 // restarted computes the same losses, step for step, and ends with the same
@@ -138,13 +139,10 @@ int Train(const Args& args) {
   rocksdcp::torch::TrainerState state;
   const rocksdcp::torch::Trainer trainer{model.get(), &adamw, &state};
 
+  // A run killed mid-save left staging files and perhaps a column family
+  // that never committed: the open drops them.
   auto store = rocksdcp::Store::Open(args.store);
   if (!store.ok()) return Fail("open", store.status());
-  // A run that was killed mid-save left staging files and perhaps a column
-  // family that never committed: nothing else writes this store, so drop them.
-  if (auto gc = (*store)->CollectGarbage(); !gc.ok()) {
-    return Fail("gc", gc.status());
-  }
   auto checkpoints = (*store)->List();
   if (!checkpoints.ok()) return Fail("list", checkpoints.status());
   if (checkpoints->empty()) {

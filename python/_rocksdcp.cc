@@ -520,22 +520,38 @@ void BindDataModel(py::module_& m) {
                              [](const LoadPlan& p) { return Bytes(p.planner_data); });
 }
 
+py::dict GcDict(const GcReport& r) {
+  py::dict d;
+  d["dropped_column_families"] = r.dropped_column_families;
+  d["deleted_staging_files"] = r.deleted_staging_files;
+  d["freed_bytes"] = r.freed_bytes;
+  return d;
+}
+
 void BindStore(py::module_& m) {
   py::class_<PyStore>(m, "Store")
       // With `share_writable_for_reads`, a read-only open of a path this
       // process holds read-write returns that store: it sees every commit.
       .def(py::init([](const std::string& path, bool read_only, bool follower,
-                       bool create_if_missing, bool share_writable_for_reads) {
+                       bool create_if_missing, bool share_writable_for_reads,
+                       bool reclaim_torn_saves) {
              StoreOptions options;
              options.read_only = read_only;
              options.follower = follower;
              options.create_if_missing = create_if_missing;
+             options.reclaim_torn_saves = reclaim_torn_saves;
              return PyStore{
                  OpenShared(path, options, share_writable_for_reads)};
            }),
            py::arg("path"), py::arg("read_only") = false,
            py::arg("follower") = false, py::arg("create_if_missing") = true,
-           py::arg("share_writable_for_reads") = false)
+           py::arg("share_writable_for_reads") = false,
+           py::arg("reclaim_torn_saves") = true)
+      // StoreOptions::reclaim_torn_saves: what the open reclaimed, as gc's.
+      .def_property_readonly("reclaimed_on_open",
+                             [](const PyStore& s) {
+                               return GcDict(s.Get().ReclaimedOnOpen());
+                             })
       .def("close", [](PyStore& s) { s.store.reset(); })
       .def_property_readonly("closed", [](const PyStore& s) { return !s.store; })
       .def_property_readonly("path",
@@ -578,12 +594,7 @@ void BindStore(py::module_& m) {
                py::gil_scoped_release release;
                return store.CollectGarbage(dry_run);
              }();
-             GcReport r = Unwrap(std::move(gc));
-             py::dict d;
-             d["dropped_column_families"] = r.dropped_column_families;
-             d["deleted_staging_files"] = r.deleted_staging_files;
-             d["freed_bytes"] = r.freed_bytes;
-             return d;
+             return GcDict(Unwrap(std::move(gc)));
            },
            py::arg("dry_run") = false)
       .def("keep_last",

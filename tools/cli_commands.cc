@@ -32,12 +32,16 @@ int Fail(const char* cmd, const Status& s) {
 
 // Opens `path` read-only (read commands) or read-write (commands that change
 // the store). A missing store is never created, except by import.
+// `reclaim`: StoreOptions::reclaim_torn_saves, for gc, which reports what
+// it collects (the open must leave it there).
 Result<std::unique_ptr<Store>> OpenStore(const char* cmd,
                                          const std::string& path,
-                                         bool read_only, bool create = false) {
+                                         bool read_only, bool create = false,
+                                         bool reclaim = true) {
   StoreOptions options;
   options.read_only = read_only;
   options.create_if_missing = create;
+  options.reclaim_torn_saves = reclaim;
   Result<std::unique_ptr<Store>> store = Store::Open(path, options);
   if (store.ok()) return store;
   const Status& s = store.status();
@@ -475,9 +479,31 @@ int RunKeepLast(const Args& a) {
   return kExitOk;
 }
 
+// Why GC drops orphan column family `cf`, for a person reading `gc` (a
+// name like "step-62" or "step-62~1" can be a live checkpoint's).
+std::string OrphanColumnFamilyNote(const std::string& cf,
+                                   const std::vector<CheckpointInfo>& list) {
+  for (const CheckpointInfo& c : list) {
+    if (!c.damage.empty() || c.column_family == cf) continue;
+    const bool generation =
+        cf.size() > c.id.size() + 1 && cf.compare(0, c.id.size(), c.id) == 0 &&
+        cf[c.id.size()] == '~' &&
+        std::all_of(cf.begin() + c.id.size() + 1, cf.end(),
+                    [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (cf == c.id || generation) {
+      return "an old copy of checkpoint " + Printable(c.id) +
+             ", which stays: it lives in column family " +
+             Printable(c.column_family);
+    }
+  }
+  return "no committed checkpoint holds or references it: a save that "
+         "never committed, or a deleted checkpoint's";
+}
+
 int RunGc(const Args& a) {
   bool dry = a.has("--dry-run");
-  auto store = OpenStore("gc", a.positional[0], /*read_only=*/false);
+  auto store = OpenStore("gc", a.positional[0], /*read_only=*/false,
+                         /*create=*/false, /*reclaim=*/false);
   if (!store.ok()) return Fail("gc", store.status());
   auto report = (*store)->CollectGarbage(dry);
   if (!report.ok()) return Fail("gc", report.status());
@@ -493,9 +519,14 @@ int RunGc(const Args& a) {
     PrintJson(j);
     return kExitOk;
   }
+  // A column family named after a live checkpoint reads as that
+  // checkpoint: say whose it was, and that the checkpoint stays.
+  auto list = (*store)->List();
+  if (!list.ok()) return Fail("gc", list.status());
   const char* verb = dry ? "would drop" : "dropped";
   for (const auto& cf : report->dropped_column_families) {
-    Print("%s column family %s\n", verb, Printable(cf).c_str());
+    Print("%s column family %s (%s)\n", verb, Printable(cf).c_str(),
+          OrphanColumnFamilyNote(cf, *list).c_str());
   }
   for (const auto& f : report->deleted_staging_files) {
     Print("%s staging file %s\n", dry ? "would delete" : "deleted",

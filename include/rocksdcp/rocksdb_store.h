@@ -79,6 +79,18 @@ struct StoreOptions {
   // Default: false
   bool follower = false;
 
+  // On a read-write open, reclaim what saves that never committed left in
+  // the store (a trainer killed mid-save, a preempted job): what
+  // CollectGarbage would drop and delete, before Open returns. Column
+  // families are left alone while a catalog entry is damaged (as
+  // CollectGarbage does), and staging files of writers still running, in
+  // any process, are never touched. A failure to reclaim goes to the store's
+  // LOG, never fails the open; Store::ReclaimedOnOpen says what went.
+  // False leaves it all to CollectGarbage (`rocksdcp gc --dry-run`, which
+  // must report what it finds, opens so).
+  // Default: true
+  bool reclaim_torn_saves = true;
+
   // ---- Performance ----
 
   // RocksDB background threads (flushes of the catalog). Checkpoint column
@@ -712,6 +724,10 @@ class Store {
   // named can't be told from garbage.
   // REQUIRES: not read-only.
   virtual Result<GcReport> CollectGarbage(bool dry_run = false) = 0;
+
+  // What the open reclaimed (StoreOptions::reclaim_torn_saves): empty for
+  // a read-only store, or when nothing was left.
+  virtual const GcReport& ReclaimedOnOpen() const = 0;
 
   // Makes checkpoint `id` (an incremental save's) stand alone: copies
   // every piece it references, and those it holds, each verified as a load

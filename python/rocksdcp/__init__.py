@@ -83,15 +83,29 @@ class Store:
     process that writes it; such a Store sees the checkpoints committed when
     it opened. Use it as a context manager, or call ``close()``.
 
+    A read-write open reclaims what saves that never committed left (a
+    process killed mid-save): what ``gc()`` would drop, never a save still
+    running. ``reclaimed_on_open`` says what went; ``reclaim_torn_saves=False``
+    leaves it all to ``gc()``.
+
     Thread-safe; the long calls (``verify``, ``gc``, ``delete``) release the
     GIL.
     """
 
-    def __init__(self, path, read_only=False, *, create_if_missing=True):
+    def __init__(self, path, read_only=False, *, create_if_missing=True,
+                 reclaim_torn_saves=True):
         self._native = _rocksdcp.Store(
             os.fspath(path), read_only=read_only,
-            create_if_missing=create_if_missing)
+            create_if_missing=create_if_missing,
+            reclaim_torn_saves=reclaim_torn_saves)
         self._read_only = read_only
+
+    @property
+    def reclaimed_on_open(self):
+        """What the open reclaimed, as ``gc()`` returns it (empty lists and 0
+        bytes for a read-only store, or when nothing was left). A store this
+        process already held open read-write reports that open's."""
+        return self._native.reclaimed_on_open
 
     @property
     def path(self):

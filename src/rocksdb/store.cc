@@ -433,6 +433,7 @@ Status StoreImpl::OpenDB() {
   db_.reset(raw);
   vanished_cfs_ = std::move(unopenable);
   AdoptHandles(handles);
+  if (!options_.read_only && options_.reclaim_torn_saves) ReclaimTornSaves();
   return Status::OK();
 }
 

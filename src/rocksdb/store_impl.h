@@ -110,6 +110,7 @@ class StoreImpl final : public Store {
   Result<CheckpointInfo> Info(std::string_view id) override;
   Status Delete(std::string_view id) override;
   Result<GcReport> CollectGarbage(bool dry_run) override;
+  const GcReport& ReclaimedOnOpen() const override { return reclaimed_; }
   Result<MaterializeReport> Materialize(
       std::string_view id, const ProgressCallback& progress) override;
   Result<std::unique_ptr<RocksDBStorageWriter>> NewWriter(
@@ -285,6 +286,15 @@ class StoreImpl final : public Store {
   // those it references, and those pinned by saves in progress.
   // Corruption if a catalog entry is damaged: what it named is unknown.
   Result<std::set<std::string>> KeptColumnFamiliesLocked();
+  // CollectGarbage's two halves, each adding to `report`: the column
+  // families nothing keeps (Corruption, and none dropped, while a catalog
+  // entry is damaged), and the staging directories of writers that are gone.
+  Status DropOrphanColumnFamiliesLocked(bool dry_run, GcReport* report);
+  Status RemoveDeadStagingLocked(bool dry_run, GcReport* report);
+  // StoreOptions::reclaim_torn_saves: collects garbage into reclaimed_ as
+  // the store opens read-write. What it can't reclaim it logs, and leaves
+  // to CollectGarbage: the open goes on.
+  void ReclaimTornSaves();
   // Releases one pin (LookupCommitted's pin_for_save) of each of `names`.
   void UnpinLocked(const std::vector<std::string>& names);
   // Drops each of `candidates` that is not kept; leaves them all to GC if
@@ -330,6 +340,8 @@ class StoreImpl final : public Store {
   // The first error of a RocksDB write (catalog, column family, ingestion)
   // since the store opened; then the store writes no more (see StopLocked).
   Status stopped_;
+  // What ReclaimTornSaves reclaimed as the store opened.
+  GcReport reclaimed_;
   std::function<void(std::string_view)> commit_hook_;
 };
 

@@ -128,3 +128,37 @@ def test_one_process_shares_its_read_write_store(tmp_path):
         assert other.path == store.path
         other.close()
         assert not store.closed
+
+
+def test_a_read_write_open_reclaims_what_a_killed_save_left(tmp_path):
+    path = tmp_path / "store"
+    save(path, "kept", example(1))
+    # A process whose save dies before its commit (os._exit in finish, as
+    # a kill there would): its staging files stay behind.
+    import subprocess
+    import sys
+    child = (
+        "import os, sys, torch\n"
+        "import rocksdcp.torch as rt\n"
+        "rt.StorageWriter.finish = lambda *a, **k: os._exit(0)\n"
+        "w = rt.StorageWriter(sys.argv[1], 'torn')\n"
+        "rt.dcp.save_state_dict({'w': torch.ones(256, 256)}, no_dist=True,\n"
+        "                       planner=rt.DefaultSavePlanner(), storage_writer=w)\n"
+        "sys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-c", child, str(path)],
+                          env=dict(os.environ), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with rocksdcp.Store(path, reclaim_torn_saves=False) as store:
+        assert store.reclaimed_on_open["deleted_staging_files"] == []
+        left = store.gc(dry_run=True)
+        assert left["deleted_staging_files"] and left["freed_bytes"] >= 256 * 256 * 4
+    with rocksdcp.Store(path, read_only=True) as store:
+        assert store.reclaimed_on_open["freed_bytes"] == 0
+    with rocksdcp.Store(path) as store:
+        reclaimed = store.reclaimed_on_open
+        assert sorted(reclaimed["deleted_staging_files"]) == sorted(left["deleted_staging_files"])
+        assert reclaimed["freed_bytes"] == left["freed_bytes"]
+        assert store.gc(dry_run=True) == {"dropped_column_families": [],
+                                          "deleted_staging_files": [],
+                                          "freed_bytes": 0}
+        assert [c.id for c in store.list()] == ["kept"]

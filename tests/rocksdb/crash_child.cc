@@ -6,7 +6,10 @@
 //
 // Every checkpoint it saves is MakeContent(id, gen) (checkpoint_content.h),
 // with gen = GEN_BASE + the operation's number, so the parent knows every
-// byte of whatever it finds. With GC_FIRST = 1 the first operation is GC.
+// byte of whatever it finds. With GC_FIRST = 1 the first operation is GC,
+// and the store opens without reclaiming torn saves (StoreOptions::
+// reclaim_torn_saves), so that GC meets what the last kill left; else every
+// open reclaims it, and a kill may land there too.
 //
 // It tells its parent what it does on stdout, one line each, written
 // before the next step begins:
@@ -75,9 +78,11 @@ void Phase(std::string_view phase) {
   _exit(3);
 }
 
-std::unique_ptr<Store> OpenStore(const std::string& path) {
+std::unique_ptr<Store> OpenStore(const std::string& path, bool reclaim) {
   Report("B open");
-  auto store = Store::Open(path);
+  StoreOptions options;
+  options.reclaim_torn_saves = reclaim;
+  auto store = Store::Open(path, options);
   if (!store.ok()) Fail("open of " + path, store.status());
   static_cast<StoreImpl*>(store->get())->TEST_SetCommitHook(Phase);
   Phase("opened");
@@ -106,11 +111,11 @@ void SaveOne(Store& store, const std::string& id, uint64_t gen,
 int Run(const std::string& path, uint64_t seed, uint64_t gen_base,
         bool gc_first) {
   std::mt19937_64 rng(seed);
-  std::unique_ptr<Store> store = OpenStore(path);
+  std::unique_ptr<Store> store = OpenStore(path, /*reclaim=*/!gc_first);
   // The parent kills the child long before this; running out means it
   // stopped listening.
   for (uint64_t op = 0; op < 100000; ++op) {
-    uint64_t roll = (op == 0 && gc_first) ? 80 : rng() % 100;
+    uint64_t roll = (op == 0 && gc_first) ? 88 : rng() % 100;  // 84-91: GC.
     if (roll < 75 && roll >= 50) {
       auto list = store->List();
       if (!list.ok()) Fail("list", list.status());
@@ -142,7 +147,7 @@ int Run(const std::string& path, uint64_t seed, uint64_t gen_base,
       Report("D gc");
     } else {
       store.reset();
-      store = OpenStore(path);
+      store = OpenStore(path, /*reclaim=*/true);
     }
   }
   return 5;

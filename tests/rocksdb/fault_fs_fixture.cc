@@ -16,10 +16,10 @@ namespace fs = std::filesystem;
 FaultFsStoreTest::FaultFsStoreTest()
     : fs_(std::make_shared<FaultFs>(dir_.path().string())) {}
 
-Status FaultFsStoreTest::OpenStore() {
+Status FaultFsStoreTest::OpenStore(const StoreOptions& options) {
   store_.reset();
   ROCKSDCP_ASSIGN_OR_RETURN(store_,
-                            StoreImpl::Open(store_path(), StoreOptions(), fs_));
+                            StoreImpl::Open(store_path(), options, fs_));
   return Status::OK();
 }
 

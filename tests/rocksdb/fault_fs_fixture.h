@@ -28,7 +28,7 @@ class FaultFsStoreTest : public ::testing::Test {
   FaultFsStoreTest();
 
   std::string store_path() const { return dir_.Sub("store"); }
-  Status OpenStore();
+  Status OpenStore(const StoreOptions& options = {});
   // Closes the store. With the power off, nothing it writes reaches the
   // disk: that is how a test abandons a store at a power cut.
   void CloseStore() { store_.reset(); }

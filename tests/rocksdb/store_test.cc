@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
+#include "rocksdb/checkpoint_content.h"
 #include "rocksdb/child_process.h"
 #include "rocksdb/store_fixture.h"
 
@@ -228,6 +230,12 @@ TEST_F(StoreTest, ReadOnlyStoreLoadsButDoesNotWrite) {
                                         HasSubstr("read-only")));
 }
 
+// A save whose process dies before its commit batch is durable leaves no
+// checkpoint; one that dies after it leaves the new checkpoint. Either way
+// GC removes what is left over, and the store keeps working.
+class CrashTest : public StoreTest,
+                  public ::testing::WithParamInterface<const char*> {};
+
 // Issue #38: a path that is a regular file once read as "no store there"
 // (read-only) or as a staging directory that could not be made.
 TEST_F(StoreTest, APathThatIsAFileIsNotADirectory) {
@@ -247,17 +255,15 @@ TEST_F(StoreTest, APathThatIsAFileIsNotADirectory) {
                        "component of its path is a file"));
 }
 
-// A save whose process dies before its commit batch is durable leaves no
-// checkpoint; one that dies after it leaves the new checkpoint. Either way
-// GC removes what is left over, and the store keeps working.
-class CrashTest : public StoreTest,
-                  public ::testing::WithParamInterface<const char*> {};
-
+// Opened with reclaim_torn_saves off, as `rocksdcp gc` does: the leftovers
+// stay for CollectGarbage.
 TEST_P(CrashTest, InterruptedFirstSaveIsInvisible) {
   const std::string stage = GetParam();
   CloseStore();
   ASSERT_EQ(RunChild({"save", store_path(), "ck", "5", stage}), 0);
-  OpenStore();
+  OpenStore({.reclaim_torn_saves = false});
+  EXPECT_THAT(store_->ReclaimedOnOpen().dropped_column_families, IsEmpty());
+  EXPECT_THAT(store_->ReclaimedOnOpen().deleted_staging_files, IsEmpty());
   ASSERT_OK_AND_ASSIGN(auto list, store_->List());
   ExampleState into = EmptyExampleStateDict();
   if (stage == "after_write") {
@@ -288,6 +294,53 @@ TEST_P(CrashTest, InterruptedFirstSaveIsInvisible) {
   ASSERT_OK(SaveDict(again.dict, "ck", {.overwrite = true}));
   ASSERT_OK(LoadDict(&into.dict, "ck"));
   EXPECT_TRUE(IsExampleState(into, 6));
+}
+
+// Opened read-write as a restarted trainer opens it: the open reclaims what
+// the dead save left, and nothing else.
+TEST_P(CrashTest, ReadWriteOpenReclaimsWhatAnInterruptedSaveLeft) {
+  const std::string stage = GetParam();
+  ExampleState kept = ExampleStateDict(3);
+  ASSERT_OK(SaveDict(kept.dict, "kept"));
+  CloseStore();
+  ASSERT_EQ(RunChild({"save", store_path(), "ck", "5", stage}), 0);
+  // A read-only open changes nothing.
+  OpenStore({.read_only = true});
+  EXPECT_THAT(store_->ReclaimedOnOpen().dropped_column_families, IsEmpty());
+  EXPECT_THAT(store_->ReclaimedOnOpen().deleted_staging_files, IsEmpty());
+  CloseStore();
+  const bool leaves_cf = stage == "after_create_cf" || stage == "after_ingest";
+  if (leaves_cf) {
+    EXPECT_THAT(ColumnFamiliesOnDisk(store_path()), ::testing::Contains("ck"));
+  }
+  if (stage == "before_finish" || stage == "after_create_cf") {
+    EXPECT_THAT(StagingEntries(store_path()), ::testing::Not(IsEmpty()));
+  }
+
+  OpenStore();
+  const GcReport& reclaimed = store_->ReclaimedOnOpen();
+  if (leaves_cf) {
+    EXPECT_THAT(reclaimed.dropped_column_families, ElementsAre("ck"));
+    EXPECT_GT(reclaimed.freed_bytes, 0u);
+  } else {
+    EXPECT_THAT(reclaimed.dropped_column_families, IsEmpty());
+  }
+  // Before the ingest, the dead writer's staging files hold its pieces.
+  if (stage == "before_finish" || stage == "after_create_cf") {
+    EXPECT_THAT(reclaimed.deleted_staging_files, ::testing::Not(IsEmpty()));
+  }
+  EXPECT_THAT(StagingEntries(store_path()), IsEmpty());
+  const std::set<std::string> want =
+      stage == "after_write"
+          ? std::set<std::string>{"default", "kept", "ck"}
+          : std::set<std::string>{"default", "kept"};
+  EXPECT_EQ(ColumnFamiliesOnDisk(store_path()), want);
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage(/*dry_run=*/true));
+  EXPECT_THAT(gc.dropped_column_families, IsEmpty());
+  EXPECT_THAT(gc.deleted_staging_files, IsEmpty());
+  ExampleState into = EmptyExampleStateDict();
+  ASSERT_OK(LoadDict(&into.dict, "kept"));
+  EXPECT_TRUE(IsExampleState(into, 3));
 }
 
 TEST_P(CrashTest, InterruptedOverwriteKeepsOldOrNewCheckpoint) {

@@ -511,8 +511,11 @@ TEST_F(CliTest, GcSaysWhatItWouldFreeAndFrees) {
   EXPECT_THAT(dry.json["dropped_column_families"].arr()[0].str(),
               HasSubstr("torn"));
   CliRun dry_text = Run({"gc", store_path(), "--dry-run"});
-  EXPECT_THAT(dry_text.out, AllOf(HasSubstr("would drop column family"),
-                                  HasSubstr("would free")));
+  EXPECT_THAT(dry_text.out,
+              AllOf(HasSubstr("would drop column family"),
+                    HasSubstr("(no committed checkpoint holds or references "
+                              "it: a save that never committed"),
+                    HasSubstr("would free")));
 
   CliRun gc = Run({"gc", store_path()});
   ASSERT_EQ(gc.exit_code, 0) << gc.err;
@@ -522,6 +525,32 @@ TEST_F(CliTest, GcSaysWhatItWouldFreeAndFrees) {
   EXPECT_THAT(after.json["dropped_column_families"].arr(), IsEmpty());
   EXPECT_EQ(after.json["freed_bytes"].num(), 0);
   EXPECT_THAT(ListedIds(), ElementsAre("kept"));
+}
+
+// An overwrite that dies between its commit and dropping the column family
+// it replaced leaves that one behind, under the checkpoint's own name: gc
+// must not read as if it would delete the live checkpoint.
+TEST_F(CliTest, GcSaysAnOverwrittenCheckpointsOldColumnFamilyIsNotTheLiveOne) {
+  SaveExamples({"step-62"});
+  CloseStore();
+  ASSERT_EQ(RunChild({"save", store_path(), "step-62", "5", "after_write"}),
+            0);
+  // The overwrite committed into a fresh column family.
+  const std::string live = "step-62~1";
+  ASSERT_THAT(Run({"info", store_path(), "step-62"}).out, HasSubstr(live));
+
+  CliRun dry = Run({"gc", store_path(), "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_THAT(dry.out, HasSubstr("would drop column family step-62 (an old "
+                                 "copy of checkpoint step-62, which stays: "
+                                 "it lives in column family " +
+                                 live + ")"));
+  CliRun gc = Run({"gc", store_path()});
+  ASSERT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_THAT(gc.out, HasSubstr("dropped column family step-62 (an old copy"));
+  EXPECT_THAT(ListedIds(), ElementsAre("step-62"));
+  CliRun verify = Run({"verify", store_path(), "step-62"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 }
 
 // Another process (a trainer) holds the store read-write: read commands

@@ -13,8 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <regex>
@@ -43,7 +46,7 @@ std::string FinalId() {
 // The trainer, with its stdout read line by line.
 class Trainer {
  public:
-  explicit Trainer(const std::string& store) {
+  explicit Trainer(const std::string& store, int every = kEvery) {
     int out[2];
     EXPECT_EQ(pipe(out), 0);
     posix_spawn_file_actions_t actions;
@@ -51,9 +54,9 @@ class Trainer {
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     const std::string steps = std::to_string(kSteps);
-    const std::string every = std::to_string(kEvery);
+    const std::string every_arg = std::to_string(every);
     std::vector<std::string> args = {ROCKSDCP_LIBTORCH_TRAINER, "--store", store,
-                                     "--steps", steps, "--every", every};
+                                     "--steps", steps, "--every", every_arg};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -233,6 +236,116 @@ TEST(TrainerResumeTest, KilledAtRandomMomentsResumesBitForBit) {
   ASSERT_OK(store);
   ASSERT_OK_AND_ASSIGN(auto list, (*store)->List());
   EXPECT_EQ(list.size(), 3u);
+}
+
+// Bytes of the regular files under `dir`.
+uint64_t DiskBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) total += e.file_size();
+  }
+  return total;
+}
+
+// Issue #38: a trainer that saves every step and is killed again and again
+// must not fill its disk. It never calls CollectGarbage; each read-write
+// open reclaims what the killed run left (StoreOptions::
+// reclaim_torn_saves), so after any kill the store holds its live
+// checkpoints and at most the one save that kill tore.
+TEST(TrainerResumeTest, KilledFortyTimesSavingEveryStepLeavesOneTornSaveAtMost) {
+  ScopedTempDir dir;
+  const std::string path = dir.Sub("store");
+  const uint64_t seed =
+      std::getenv("ROCKSDCP_TRAINER_SEED")
+          ? std::strtoull(std::getenv("ROCKSDCP_TRAINER_SEED"), nullptr, 10)
+          : std::random_device()();
+  SCOPED_TRACE("ROCKSDCP_TRAINER_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  constexpr int kKills = 40;
+  int kills = 0, kills_in_commit = 0;
+  uint64_t reclaimed_bytes = 0, peak_leftover = 0;
+  for (int run = 0; kills < kKills && run < 2 * kKills; ++run) {
+    // Killed after 1 to 4 steps, or in its first or second commit.
+    const bool in_commit = rng() % 2 == 0;
+    const int after = 1 + static_cast<int>(rng() % 4);
+    Trainer trainer(path, /*every=*/1);
+    int steps = 0, commits = 0;
+    std::string began;
+    for (std::string line; trainer.ReadLine(&line);) {
+      if (line.rfind("step ", 0) == 0) ++steps;
+      if (line.rfind("commit-begin ", 0) == 0) {
+        began = line.substr(13);
+        ++commits;
+      } else if (line == "committed " + began) {
+        began.clear();
+      }
+      if ((in_commit && !began.empty() && commits == std::min(after, 2)) ||
+          (!in_commit && steps == after)) {
+        trainer.Kill();
+        ++kills;
+        if (!began.empty()) ++kills_in_commit;
+        break;
+      }
+    }
+    if (kills == 0) continue;
+    // What is on disk now beyond the live checkpoints: the torn save's.
+    std::set<std::string> kept{"default"};
+    uint64_t live_bytes = 0, largest = 0;
+    {
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                           Store::Open(path, {.read_only = true}));
+      ASSERT_OK_AND_ASSIGN(auto list, store->List());
+      for (const CheckpointInfo& c : list) {
+        kept.insert(c.column_family);
+        kept.insert(c.referenced_column_families.begin(),
+                    c.referenced_column_families.end());
+        live_bytes += c.bytes;
+        largest = std::max<uint64_t>(largest, c.bytes);
+      }
+    }
+    int extra_cfs = 0;
+    for (const std::string& cf : ColumnFamiliesOnDisk(path)) {
+      extra_cfs += kept.count(cf) == 0;
+    }
+    std::set<std::string> writers;
+    // A writer's directory, and its lock file beside it: "<dir>.lock".
+    for (std::string e : StagingEntries(path)) {
+      if (e.size() > 5 && e.compare(e.size() - 5, 5, ".lock") == 0) {
+        e.resize(e.size() - 5);
+      }
+      writers.insert(e);
+    }
+    EXPECT_LE(extra_cfs, 1) << "after kill " << kills;
+    EXPECT_LE(writers.size(), 1u) << "after kill " << kills;
+    // The torn save's bytes, and RocksDB's own files (WAL, MANIFEST, LOG,
+    // the catalog): 16 MiB is a generous bound for those.
+    const uint64_t on_disk = DiskBytes(path);
+    EXPECT_LE(on_disk, live_bytes + largest + (16ull << 20))
+        << "after kill " << kills << ": " << on_disk << " bytes on disk, "
+        << live_bytes << " live";
+    if (on_disk > live_bytes) {
+      peak_leftover = std::max(peak_leftover, on_disk - live_bytes);
+    }
+  }
+  ASSERT_EQ(kills, kKills);
+  EXPECT_GE(kills_in_commit, 1);
+
+  // A read-write open reclaims the last torn save's leftovers too.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  reclaimed_bytes = store->ReclaimedOnOpen().freed_bytes;
+  ASSERT_OK_AND_ASSIGN(GcReport gc, store->CollectGarbage(/*dry_run=*/true));
+  EXPECT_THAT(gc.dropped_column_families, ::testing::IsEmpty());
+  EXPECT_THAT(gc.deleted_staging_files, ::testing::IsEmpty());
+  ASSERT_OK_AND_ASSIGN(auto list, store->List());
+  EXPECT_EQ(list.size(), 3u);
+  uint64_t live = 0;
+  for (const CheckpointInfo& c : list) live += c.bytes;
+  std::printf("trainer kills: %d (%d in a commit); at most %" PRIu64
+              " bytes on disk beyond %" PRIu64 " live after a kill; the "
+              "last open reclaimed %" PRIu64 " bytes; %" PRIu64
+              " bytes on disk at the end\n",
+              kills, kills_in_commit, peak_leftover, live, reclaimed_bytes,
+              DiskBytes(path));
 }
 
 }  // namespace
