@@ -131,12 +131,19 @@ bool AddColumnFamiliesNotFound(const rocksdb::Status& s,
 
 }  // namespace
 
+rocksdb::ColumnFamilyOptions CatalogColumnFamilyOptions() {
+  rocksdb::ColumnFamilyOptions options;
+  options.arena_block_size = kMemtableArenaBlockBytes;
+  return options;
+}
+
 rocksdb::Options CheckpointColumnFamilyOptions(
     std::shared_ptr<rocksdb::Cache> block_cache) {
   rocksdb::Options options;
   options.compression = rocksdb::kNoCompression;
   options.bottommost_compression = rocksdb::kNoCompression;
   options.disable_auto_compactions = true;
+  options.arena_block_size = kMemtableArenaBlockBytes;
   rocksdb::BlockBasedTableOptions table;
   // A piece is one value of up to max_piece_bytes; it becomes its own
   // block whatever this is. Small blocks keep the index of small items
@@ -322,6 +329,12 @@ rocksdb::DBOptions StoreImpl::MakeDBOptions() {
   db_options.create_if_missing = options_.create_if_missing;
   db_options.max_background_jobs = options_.max_background_jobs;
   db_options.max_total_wal_size = options_.max_total_wal_size;
+  // Every save and delete adds a few hundred bytes to the MANIFEST (a
+  // column family created, files ingested, one dropped); RocksDB starts a
+  // fresh one, holding only what is live, once it passes this size, and
+  // its default of 1 GiB let a long-lived store's grow for millions of
+  // saves.
+  db_options.max_manifest_file_size = kMaxManifestBytes;
   // Checkpoint data arrives as ingested SST files; only the catalog and
   // metadata keys go through the WAL, each in a synced write.
   db_options.avoid_flush_during_shutdown = false;
@@ -388,7 +401,7 @@ Status StoreImpl::OpenDB() {
     for (const std::string& name : names) {
       if (unopenable.count(name) > 0) continue;
       if (name == rocksdb::kDefaultColumnFamilyName) {
-        descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+        descriptors.emplace_back(name, CatalogColumnFamilyOptions());
       } else {
         descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(cf_options));
       }

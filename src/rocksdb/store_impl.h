@@ -27,6 +27,21 @@
 
 namespace rocksdcp {
 
+// The size past which a store's MANIFEST is rewritten (StoreImpl::
+// MakeDBOptions): 4 MiB, some 18,000 saves and deletes.
+inline constexpr uint64_t kMaxManifestBytes = 4ull << 20;
+
+// The memtable arena's block, for every column family of a store: a
+// checkpoint's memtable holds its metadata alone, and the catalog's a few
+// hundred bytes a checkpoint. RocksDB's default, an eighth of the write
+// buffer (8 MiB), made each save allocate 8 MiB, which raised glibc's mmap
+// threshold so that those blocks came from the heap, and a process that
+// saves every step grew its RSS by some 5 KiB a save (the soak test).
+inline constexpr size_t kMemtableArenaBlockBytes = 64 << 10;
+
+// The default column family's options: the catalog.
+rocksdb::ColumnFamilyOptions CatalogColumnFamilyOptions();
+
 // Options of every checkpoint column family, and of the SST files written
 // for one: no compression (tensor bytes don't compress), no auto compaction
 // (a checkpoint is immutable and is never rewritten). A store passes its
@@ -129,6 +144,11 @@ class StoreImpl final : public Store {
   // Where RocksDB allocates the blocks readers fetch; nullptr for a
   // follower.
   BlockBufferPool* block_buffer_pool() const { return block_pool_.get(); }
+  // The bytes RocksDB's block cache holds (8 MiB at most); 0 for a
+  // follower. Tests tell it from what the process grows by otherwise.
+  size_t block_cache_usage() const {
+    return block_cache_ ? block_cache_->GetUsage() : 0;
+  }
   bool read_only() const { return options_.read_only; }
   bool use_direct_reads() const { return options_.use_direct_reads; }
 
