@@ -56,7 +56,7 @@ set_tests_properties(fuzz.build PROPERTIES
   FIXTURES_SETUP rocksdcp_fuzzers LABELS fuzz PROCESSORS 2 TIMEOUT 1200
   COST 2000)
 
-foreach(name piece metadata catalog keys safetensors store)
+foreach(name piece metadata catalog keys safetensors store sst_vet)
   add_test(NAME fuzz.${name}
     COMMAND ${CMAKE_COMMAND} -DNAME=${name}
             -DFUZZER=${fuzz_build_dir}/${name}_fuzzer
