@@ -54,6 +54,9 @@ class CliTest : public StoreTest {
   // terminal), or stdout into `stdout_path` when given.
   CliRun Run(const std::vector<std::string>& args,
              const std::string& stdout_path = "");
+  // Run runs the CLI as this user (real and effective; needs root), or as
+  // the test's own when -1.
+  int run_as_uid_ = -1;
   // Runs the CLI with stdout a pipe whose read end is already closed.
   CliRun RunIntoClosedPipe(const std::vector<std::string>& args);
   // Runs with --json appended; the output must be valid JSON (UTF-8
