@@ -122,6 +122,11 @@ rocksdb::Status StoreImpl::WriteMetadataAndEntryLocked(
 
 Result<std::set<std::string>> StoreImpl::KeptColumnFamiliesLocked() {
   ROCKSDCP_ASSIGN_OR_RETURN(auto catalog, ReadCatalog());
+  return KeptColumnFamiliesLocked(catalog);
+}
+
+Result<std::set<std::string>> StoreImpl::KeptColumnFamiliesLocked(
+    const std::map<std::string, CheckpointInfo>& catalog) {
   std::set<std::string> kept(pinned_cfs_.begin(), pinned_cfs_.end());
   for (const auto& [id, info] : catalog) {
     if (!info.damage.empty()) {

@@ -79,9 +79,10 @@ Status StoreImpl::DropOrphanColumnFamiliesLocked(bool dry_run,
     }
   }
   // Every committed checkpoint's column family, those they reference, and
-  // the bases of saves in progress.
+  // the bases of saves in progress (from the catalog read above: a
+  // read-write open runs this too).
   ROCKSDCP_ASSIGN_OR_RETURN(const std::set<std::string> live,
-                            KeptColumnFamiliesLocked());
+                            KeptColumnFamiliesLocked(catalog));
   std::vector<std::string> orphans;
   for (const auto& [name, handle] : cfs_) {
     if (live.count(name) == 0) orphans.push_back(name);

@@ -306,6 +306,9 @@ class StoreImpl final : public Store {
   // those it references, and those pinned by saves in progress.
   // Corruption if a catalog entry is damaged: what it named is unknown.
   Result<std::set<std::string>> KeptColumnFamiliesLocked();
+  // The same from `catalog`, as ReadCatalog returned it.
+  Result<std::set<std::string>> KeptColumnFamiliesLocked(
+      const std::map<std::string, CheckpointInfo>& catalog);
   // CollectGarbage's two halves, each adding to `report`: the column
   // families nothing keeps (Corruption, and none dropped, while a catalog
   // entry is damaged), and the staging directories of writers that are gone.
