@@ -243,18 +243,22 @@ class BlockWalker {
 
 class Vetter {
  public:
+  // With a `layout`, data blocks are listed there rather than vetted.
   Vetter(rocksdb::FSRandomAccessFile& file, uint64_t file_size,
-         const SstVetLimits& limits, const std::string& name)
+         const SstVetLimits& limits, const std::string& name,
+         SstLayout* layout)
       : file_(file),
         file_size_(file_size),
         limits_(limits),
         name_(name),
-        budget_(limits.max_parsed_bytes) {}
+        budget_(limits.max_parsed_bytes),
+        layout_(layout) {}
 
   Status Run() {
     Handle metaindex;
     Handle index;
     ROCKSDCP_RETURN_IF_ERROR(ReadFooter(&metaindex, &index));
+    if (layout_ != nullptr) layout_->format_version = format_version_;
     std::string block;
     ROCKSDCP_RETURN_IF_ERROR(ReadParsedBlock(metaindex, "metaindex", &block));
     Handle properties;
@@ -370,63 +374,11 @@ class Vetter {
     return Status::OK();
   }
 
-  // The size the block at `h` takes once decompressed: its stored size if
-  // uncompressed, else what its first bytes (`head`) claim. RocksDB's
-  // compressed blocks begin with a varint32 of that size (snappy's own
-  // format does; the others from format_version 2, compress_format_version
-  // 2). Checks it against limits_.max_block_bytes.
   Status Claim(const Handle& h, uint8_t type, std::string_view head,
                const std::string& what, uint64_t* claimed) const {
-    switch (type) {
-      case kNoCompression:
-        *claimed = h.size;
-        break;
-      case kLZ4Compression:
-      case kLZ4HCCompression:
-      case kZSTD:
-      case kZSTDNotFinalCompression:
-        if (format_version_ < 2) {
-          return Status::NotSupported(
-              Prefix() + At(what, h) + " is compressed (type " + Hex(type) +
-              ") by format_version " + std::to_string(format_version_) +
-              ", which records no decompressed size to check");
-        }
-        [[fallthrough]];
-      case kSnappyCompression: {
-        Cursor c(head);
-        uint32_t size = 0;
-        if (!c.Varint32(&size)) {
-          return Bad(At(what, h) + " (compression type " + Hex(type) +
-                     ") does not begin with its decompressed size");
-        }
-        *claimed = size;
-        break;
-      }
-      case kZlibCompression:
-      case kBZip2Compression:
-        // Zlib_Uncompress and BZip2_Uncompress grow their output by 20% at a
-        // time past the size the block claims (compression.h: only an
-        // assert says format 2 never needs it), so no claim bounds them.
-        return Status::NotSupported(
-            Prefix() + At(what, h) + " is compressed with " +
-            (type == kZlibCompression ? "zlib" : "bzip2") +
-            ", whose decompression in RocksDB is not bounded by the size a "
-            "block claims");
-      case kXpressCompression:
-        return Status::NotSupported(Prefix() + At(what, h) +
-                                    " is compressed with xpress");
-      default:
-        return Bad(At(what, h) + " has unknown compression type " + Hex(type));
-    }
-    if (*claimed > limits_.max_block_bytes) {
-      return Bad(
-          At(what, h) +
-          (type == kNoCompression ? " holds " : " claims to decompress to ") +
-          std::to_string(*claimed) + " bytes (compression type " + Hex(type) +
-          "), more than the limit of " +
-          std::to_string(limits_.max_block_bytes));
-    }
-    return Status::OK();
+    return CheckBlockClaim(type, head, h.size, format_version_,
+                           limits_.max_block_bytes, name_, At(what, h),
+                           claimed);
   }
 
   Status Spend(uint64_t bytes, const Handle& h, const std::string& what) {
@@ -581,6 +533,8 @@ class Vetter {
                      ": rocksdb.index.value.is.delta.encoded is malformed");
         }
         delta_encoded_ = v != 0;
+      } else if (key == "rocksdb.column.family.name" && layout_ != nullptr) {
+        layout_->column_family.assign(e.value);
       }
     }
     if (error.empty()) error = walker.Finish();
@@ -661,7 +615,9 @@ class Vetter {
 
   Status VetDataBlock(const Handle& h) {
     ROCKSDCP_RETURN_IF_ERROR(CheckOrder(h, "data", &next_data_));
-    return VetUnparsedBlock(h, "data");
+    if (layout_ == nullptr) return VetUnparsedBlock(h, "data");
+    layout_->data_blocks.push_back({h.offset, h.size});
+    return Status::OK();
   }
 
   rocksdb::FSRandomAccessFile& file_;
@@ -669,6 +625,7 @@ class Vetter {
   const SstVetLimits limits_;
   const std::string& name_;
   uint64_t budget_;  // of max_parsed_bytes
+  SstLayout* const layout_;
   uint32_t format_version_ = 0;
   uint64_t data_end_ = 0;  // where the footer begins
   bool delta_encoded_ = false;
@@ -681,9 +638,77 @@ class Vetter {
 
 }  // namespace
 
+Status CheckBlockClaim(uint8_t type, std::string_view head,
+                       uint64_t stored_size, uint32_t format_version,
+                       uint64_t limit, const std::string& name,
+                       const std::string& what, uint64_t* claimed) {
+  const std::string prefix = "sst " + name + ": ";
+  switch (type) {
+    case kNoCompression:
+      *claimed = stored_size;
+      break;
+    case kLZ4Compression:
+    case kLZ4HCCompression:
+    case kZSTD:
+    case kZSTDNotFinalCompression:
+      if (format_version < 2) {
+        return Status::NotSupported(
+            prefix + what + " is compressed (type " + Hex(type) +
+            ") by format_version " + std::to_string(format_version) +
+            ", which records no decompressed size to check");
+      }
+      [[fallthrough]];
+    case kSnappyCompression: {
+      // RocksDB's compressed blocks begin with a varint32 of their
+      // decompressed size (snappy's own format does; the others from
+      // format_version 2, compress_format_version 2).
+      Cursor c(head);
+      uint32_t size = 0;
+      if (!c.Varint32(&size)) {
+        return Status::Corruption(prefix + what + " (compression type " +
+                                  Hex(type) +
+                                  ") does not begin with its decompressed size");
+      }
+      *claimed = size;
+      break;
+    }
+    case kZlibCompression:
+    case kBZip2Compression:
+      // Zlib_Uncompress and BZip2_Uncompress grow their output by 20% at a
+      // time past the size the block claims (compression.h: only an assert
+      // says format 2 never needs it), so no claim bounds them.
+      return Status::NotSupported(
+          prefix + what + " is compressed with " +
+          (type == kZlibCompression ? "zlib" : "bzip2") +
+          ", whose decompression in RocksDB is not bounded by the size a "
+          "block claims");
+    case kXpressCompression:
+      return Status::NotSupported(prefix + what + " is compressed with xpress");
+    default:
+      return Status::Corruption(prefix + what + " has unknown compression type " +
+                                Hex(type));
+  }
+  if (*claimed > limit) {
+    return Status::Corruption(
+        prefix + what +
+        (type == kNoCompression ? " holds " : " claims to decompress to ") +
+        std::to_string(*claimed) + " bytes (compression type " + Hex(type) +
+        "), more than the limit of " + std::to_string(limit));
+  }
+  return Status::OK();
+}
+
 Status VetSstFile(rocksdb::FSRandomAccessFile& file, uint64_t file_size,
                   const SstVetLimits& limits, const std::string& name) {
-  return Vetter(file, file_size, limits, name).Run();
+  return Vetter(file, file_size, limits, name, nullptr).Run();
+}
+
+Status VetSstLayout(rocksdb::FSRandomAccessFile& file, uint64_t file_size,
+                    const SstVetLimits& limits, const std::string& name,
+                    SstLayout* layout) {
+  *layout = SstLayout();
+  ROCKSDCP_RETURN_IF_ERROR(Vetter(file, file_size, limits, name, layout).Run());
+  return Status::OK();
 }
 
 Status VetSstFile(rocksdb::FileSystem& fs, const std::string& path,

@@ -32,6 +32,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "rocksdcp/status.h"
 
@@ -67,6 +69,40 @@ struct SstVetLimits {
 [[nodiscard]] Status VetSstFile(rocksdb::FSRandomAccessFile& file,
                                 uint64_t file_size, const SstVetLimits& limits,
                                 const std::string& name);
+
+// What VetSstLayout learnt of a file.
+struct SstLayout {
+  // The column family its properties name: "" if they name none, as the
+  // files of SstFileWriter (the checkpoint data rocksdcp ingests) do.
+  std::string column_family;
+  uint32_t format_version = 0;
+  struct Block {
+    uint64_t offset;
+    uint64_t size;  // without the trailer, which follows
+  };
+  // The data blocks, in file order, not overlapping.
+  std::vector<Block> data_blocks;
+};
+
+// Vets as VetSstFile does, except the data blocks, which it lists in
+// `layout` unread: the caller checks each (CheckBlockClaim) as it is read,
+// at no extra read (vetting_fs.h).
+[[nodiscard]] Status VetSstLayout(rocksdb::FSRandomAccessFile& file,
+                                  uint64_t file_size,
+                                  const SstVetLimits& limits,
+                                  const std::string& name, SstLayout* layout);
+
+// The check VetSstFile makes of each block: the size RocksDB allocates for
+// the block of `stored_size` bytes, compression type `type`, whose first
+// bytes (5, or all if fewer) are `head`, in a file of `format_version`, is
+// at most `limit`. Sets *claimed to it. Errors as VetSstFile's, naming file
+// `name` and block `what` ("data block at offset 4096").
+[[nodiscard]] Status CheckBlockClaim(uint8_t type, std::string_view head,
+                                     uint64_t stored_size,
+                                     uint32_t format_version, uint64_t limit,
+                                     const std::string& name,
+                                     const std::string& what,
+                                     uint64_t* claimed);
 
 // The same for the file at `path` in `fs`.
 [[nodiscard]] Status VetSstFile(rocksdb::FileSystem& fs,

@@ -21,6 +21,7 @@
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/store_log.h"
+#include "rocksdb/vetting_fs.h"
 #include "rocksdb/writer.h"
 #include "util/text.h"
 
@@ -165,7 +166,7 @@ StoreImpl::StoreImpl(std::string path, StoreOptions options,
     : path_(std::move(path)),
       options_(options),
       staging_root_((fs::path(path_) / kStagingDirName).string()),
-      fs_(std::move(fs)),
+      fs_(std::make_shared<VettingFileSystem>(fs)),
       env_(rocksdb::NewCompositeEnv(fs_)) {}
 
 StoreImpl::~StoreImpl() {

@@ -415,6 +415,20 @@ std::vector<HostileCase> MakeCases() {
                  f.PutCatalogValue("victim",
                                    WithIdentifier(f.CatalogValue(), "RDCM"));
                }});
+  // Issue #38: a block RocksDB would decompress to 512 MiB, of a few KiB
+  // stored. The store's file system refuses the file's block before RocksDB
+  // reads it (src/rocksdb/vetting_fs.h): the catalog can't be scanned, so
+  // ls, verify, rm, keep-last and gc fail, naming the file (docs/errors.md
+  // has the remedy, with ldb).
+  c.push_back({"catalog_entry_inflates_512mib", "catalog",
+               "the victim's catalog entry followed by 512 MiB of zeros, "
+               "flushed zstd-compressed into a block of a few KiB",
+               [](F& f) {
+                 f.PutCatalogValue("victim",
+                                   f.CatalogValue() + std::string(512 << 20, '\0'));
+               },
+               "ls=F verify=F rm=F keep=F", "w", {"sst", "compress"},
+               /*compress=*/true, {}, {}, {}});
   c.push_back({"catalog_future_format_version", "catalog",
                "the victim's catalog entry has format_version 3",
                EditCatalog([](FCatalog& e) { e.format_version = 3; })});
@@ -573,6 +587,57 @@ std::vector<HostileCase> MakeCases() {
                "byte item 'opt' claims 64 GiB in pieces of 4 KiB, flagged "
                "compressed (so 2 MiB stored at the least)",
                claim_64gib(true), "info=1 dump=1", "w", {"opt"}});
+  // Issue #38: the metadata in a compressed block of a few KiB that claims
+  // 512 MiB. Checkpoint data is stored uncompressed: the block is refused
+  // as it is read, before RocksDB decompresses it.
+  c.push_back({"metadata_inflates_512mib", "metadata",
+               "__metadata__ followed by 512 MiB of zeros, flushed "
+               "zstd-compressed into a block of a few KiB",
+               [](F& f) {
+                 f.PutMetadataValue(f.MetadataValue() +
+                                    std::string(512 << 20, '\0'));
+               },
+               "", "w", {"sst", "compress"}, /*compress=*/true});
+  // Issue #38: one compressed piece that claims 2 GiB, twice what any
+  // writer writes, its zstd frame of 2 GiB of zeros stored (about 64 KiB):
+  // refused from the storage info, before any piece is read.
+  c.push_back({"metadata_bytes_2gib_compressed_piece", "metadata",
+               "byte item 'opt' claims 2 GiB in one compressed piece, whose "
+               "stored bytes are a zstd frame of 2 GiB of zeros",
+               [](F& f) {
+                 EditInfo("opt", std::nullopt, [](FInfo& i) {
+                   i.length = 2 * kGiB;
+                   i.piece_bytes = 2 * kGiB;
+                   i.num_pieces = 1;
+                   i.compressed = true;
+                 })(f);
+                 EditPiece(kOpt0, [](FPiece& p) {
+                   const std::string frame = ZeroFrame(2 * kGiB);
+                   p.format_version = 3;
+                   p.codec = 1;
+                   p.byte_length = 2 * kGiB;
+                   p.plane_bytes = std::vector<uint32_t>{
+                       static_cast<uint32_t>(frame.size())};
+                   p.data = frame;
+                   p.Rehash(kOpt0);
+                 })(f);
+               },
+               "info=0 dump=0", "w", {"opt"}});
+  c.push_back({"metadata_tensor_2gib_compressed_piece", "metadata",
+               "tensor 'w' claims to be float16 [32768, 32768] in one "
+               "compressed piece of 2 GiB",
+               EditMetadata([](F& f, FMetadata& m) {
+                 FTensor& t = m.Entry("w")->tensor;
+                 t.size = std::vector<int64_t>{32768, 32768};
+                 (*t.chunks)[0].sizes = t.size;
+                 FInfo i = f.Info(m, "w", kW00);
+                 i.length = 2 * kGiB;
+                 i.piece_bytes = 2 * kGiB;
+                 i.num_pieces = 1;
+                 i.compressed = true;
+                 f.SetInfo(m, "w", kW00, i);
+               }),
+               "info=0"});
   // Issue #3: work bounded by what is stored, not by what is claimed.
   c.push_back({"metadata_bytes_4g_pieces", "metadata",
                "byte item 'opt' claims 2^32-1 pieces of 1 byte",

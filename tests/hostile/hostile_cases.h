@@ -107,7 +107,9 @@ struct HostileCase {
   // Flush the forged values compressed (for values that compress well
   // but are large).
   bool compress = false;
-  // Checkpoints that must verify clean after rm, after keep and after gc.
+  // Checkpoints that must verify clean after rm, after keep and after gc
+  // (none: the store can't be verified, as with a catalog that can't be
+  // scanned).
   std::vector<std::string> rm_survivors = {"before", "after"};
   std::vector<std::string> keep_survivors = {"after"};
   std::vector<std::string> gc_survivors = {"before", "after"};
