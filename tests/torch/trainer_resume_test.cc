@@ -337,7 +337,9 @@ TEST(TrainerResumeTest, KilledFortyTimesSavingEveryStepLeavesOneTornSaveAtMost) 
   EXPECT_THAT(gc.dropped_column_families, ::testing::IsEmpty());
   EXPECT_THAT(gc.deleted_staging_files, ::testing::IsEmpty());
   ASSERT_OK_AND_ASSIGN(auto list, store->List());
-  EXPECT_EQ(list.size(), 3u);
+  // The trainer keeps the last 3 after each save: a kill between a commit
+  // and its retention leaves a 4th.
+  EXPECT_THAT(list.size(), ::testing::AnyOf(3u, 4u));
   uint64_t live = 0;
   for (const CheckpointInfo& c : list) live += c.bytes;
   std::printf("trainer kills: %d (%d in a commit); at most %" PRIu64
