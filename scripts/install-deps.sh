@@ -30,6 +30,9 @@ PACKAGES=(
   # The torch 2.x environment (scripts/torch2-venv.sh) is a venv of Debian's
   # python3.
   python3-venv
+  # The crash, fault and contract suites again on XFS (a loop device) and
+  # tmpfs (tests/fs/): mkfs.xfs, and losetup and mount.
+  xfsprogs mount
 )
 
 missing=()

@@ -134,7 +134,9 @@ struct StoreOptions {
   // disk, warm or not, and RocksDB reads each block into an aligned buffer
   // of its own, then copies it: about half the CPU of a buffered load, and
   // slower cold and warm where the host caches and reads ahead
-  // (benchmarks/README.md). Writes are unaffected.
+  // (benchmarks/README.md). Writes are unaffected. The store's file system
+  // must take O_DIRECT (tmpfs before Linux 6.6 does not): Open fails with
+  // InvalidArgument where it does not.
   // Default: false
   bool use_direct_reads = false;
 };
@@ -480,7 +482,7 @@ struct RocksDBWriterOptions {
   // CPU, but each write waits for the disk, in chunks of
   // writable_file_max_buffer_size, so a thread's copying no longer overlaps
   // its writing. The staging directory's filesystem must support O_DIRECT
-  // (tmpfs does not).
+  // (tmpfs before Linux 6.6 does not: the save fails with IOError).
   // Default: false
   bool use_direct_writes = false;
 

@@ -1,7 +1,9 @@
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <rocksdb/file_system.h>
 #include <rocksdb/table.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -344,6 +346,14 @@ rocksdb::DBOptions StoreImpl::MakeDBOptions() {
   // every SST file, so each small block was its own synchronous disk read).
   db_options.advise_random_on_open = false;
   db_options.use_direct_reads = options_.use_direct_reads;
+  // On tmpfs a preallocation (fallocate, FALLOC_FL_KEEP_SIZE too) takes
+  // and zeroes memory: the WAL's max_total_wal_size (64 MiB) and the
+  // MANIFEST's 4 MiB, held while the store is open, and some 10 ms of the
+  // kernel's time at each open; and tmpfs has no fragmentation to avoid.
+  if (struct statfs st; statfs(path_.c_str(), &st) == 0 &&
+                        st.f_type == TMPFS_MAGIC) {
+    db_options.allow_fallocate = false;
+  }
   // The store's own info log (store_log.h): no failure to log can abort,
   // and it stays bounded; a read-only open writes nothing into the store.
   db_options.info_log = options_.read_only
@@ -464,6 +474,14 @@ Status StoreImpl::OpenFailed(const rocksdb::Status& s,
         "read-write; open it with read_only = true to load or inspect)");
   }
   Status failed = FromRocksDB(s, "cannot open " + where);
+  // RocksDB's check, as it opens, that the directory takes O_DIRECT.
+  if (options_.use_direct_reads && s.IsInvalidArgument() &&
+      s.ToString().find("Direct I/O is not supported") != std::string::npos) {
+    return Status::InvalidArgument(
+        failed.message() +
+        " (StoreOptions::use_direct_reads: its file system refuses O_DIRECT, "
+        "as tmpfs before Linux 6.6 does; open it without)");
+  }
   if (failed.IsCorruption() && !options_.read_only) {
     return Status::Corruption(
         failed.message() +

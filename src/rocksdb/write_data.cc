@@ -177,7 +177,16 @@ class StagingFiles {
     sst_ = std::make_unique<rocksdb::SstFileWriter>(env_options_, options_);
     bytes_ = 0;
     first_key_xxh3_ = 0;
-    return FromRocksDB(sst_->Open(path_), "opening staging file " + path_);
+    const rocksdb::Status s = sst_->Open(path_);
+    // EINVAL from open(2) with O_DIRECT: the file system refuses it.
+    if (env_options_.use_direct_writes && s.IsIOError() &&
+        s.ToString().find("Invalid argument") != std::string::npos) {
+      return FromRocksDB(s, "opening staging file " + path_ +
+                                " with O_DIRECT (RocksDBWriterOptions::"
+                                "use_direct_writes), which its file system "
+                                "refuses, as tmpfs before Linux 6.6 does");
+    }
+    return FromRocksDB(s, "opening staging file " + path_);
   }
 
   // Finishes (and syncs) the open file, if any.
