@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -475,6 +476,32 @@ class Vetter {
   // checked; the properties block is returned.
   Status VetMetaBlocks(const Handle& h, std::string_view block,
                        Handle* properties, bool* has_properties) {
+    return WalkKeyValues(
+        h, "metaindex", block,
+        [&](const std::string& key, std::string_view value) -> Status {
+          Handle meta;
+          Cursor c(value);
+          if (!DecodeHandle(c, &meta) || c.left() != 0) {
+            return Bad(At("metaindex", h) + ": meta block '" + key +
+                       "' has a malformed handle");
+          }
+          const std::string what = "meta block '" + key + "'";
+          if (key == "rocksdb.properties" || key == "rocksdb.stats") {
+            ROCKSDCP_RETURN_IF_ERROR(CheckInFile(meta, what));
+            *properties = meta;
+            *has_properties = true;
+            return Status::OK();
+          }
+          return VetUnparsedBlock(meta, what);
+        });
+  }
+
+  // Calls `visit` with each entry of `block` (the `what` block at `h`), a
+  // block of key -> value entries (metaindex, properties), with its whole
+  // key; stops at the first error.
+  Status WalkKeyValues(
+      const Handle& h, const std::string& what, std::string_view block,
+      const std::function<Status(const std::string&, std::string_view)>& visit) {
     BlockWalker walker;
     std::string error = walker.Open(block);
     std::string key;
@@ -484,23 +511,10 @@ class Vetter {
       if (!error.empty()) break;
       key.resize(e.shared);
       key.append(e.key_delta);
-      Handle meta;
-      Cursor c(e.value);
-      if (!DecodeHandle(c, &meta) || c.left() != 0) {
-        return Bad(At("metaindex", h) + ": meta block '" + key +
-                   "' has a malformed handle");
-      }
-      const std::string what = "meta block '" + key + "'";
-      if (key == "rocksdb.properties" || key == "rocksdb.stats") {
-        ROCKSDCP_RETURN_IF_ERROR(CheckInFile(meta, what));
-        *properties = meta;
-        *has_properties = true;
-      } else {
-        ROCKSDCP_RETURN_IF_ERROR(VetUnparsedBlock(meta, what));
-      }
+      ROCKSDCP_RETURN_IF_ERROR(visit(key, e.value));
     }
     if (error.empty()) error = walker.Finish();
-    if (!error.empty()) return Bad(At("metaindex", h) + " " + error);
+    if (!error.empty()) return Bad(At(what, h) + " " + error);
     return Status::OK();
   }
 
@@ -509,37 +523,30 @@ class Vetter {
   Status ReadProperties(const Handle& h, uint32_t* index_type) {
     std::string block;
     ROCKSDCP_RETURN_IF_ERROR(ReadParsedBlock(h, "properties", &block));
-    BlockWalker walker;
-    std::string error = walker.Open(block);
-    std::string key;
-    while (error.empty() && !walker.AtEnd()) {
-      Entry e;
-      error = walker.Next(/*has_value_length=*/true, &e);
-      if (!error.empty()) break;
-      key.resize(e.shared);
-      key.append(e.key_delta);
-      if (key == "rocksdb.block.based.table.index.type") {
-        // RocksDB decodes a fixed32 from the value whatever its length.
-        if (e.value.size() != 4) {
-          return Bad(At("properties", h) + ": the index type is " +
-                     std::to_string(e.value.size()) + " bytes, not 4");
-        }
-        *index_type = DecodeFixed32(e.value.data());
-      } else if (key == "rocksdb.index.value.is.delta.encoded") {
-        Cursor c(e.value);
-        uint64_t v = 0;
-        if (!c.Varint64(&v) || c.left() != 0) {
-          return Bad(At("properties", h) +
-                     ": rocksdb.index.value.is.delta.encoded is malformed");
-        }
-        delta_encoded_ = v != 0;
-      } else if (key == "rocksdb.column.family.name" && layout_ != nullptr) {
-        layout_->column_family.assign(e.value);
-      }
-    }
-    if (error.empty()) error = walker.Finish();
-    if (!error.empty()) return Bad(At("properties", h) + " " + error);
-    return Status::OK();
+    return WalkKeyValues(
+        h, "properties", block,
+        [&](const std::string& key, std::string_view value) -> Status {
+          if (key == "rocksdb.block.based.table.index.type") {
+            // RocksDB decodes a fixed32 from the value whatever its length.
+            if (value.size() != 4) {
+              return Bad(At("properties", h) + ": the index type is " +
+                         std::to_string(value.size()) + " bytes, not 4");
+            }
+            *index_type = DecodeFixed32(value.data());
+          } else if (key == "rocksdb.index.value.is.delta.encoded") {
+            Cursor c(value);
+            uint64_t v = 0;
+            if (!c.Varint64(&v) || c.left() != 0) {
+              return Bad(At("properties", h) +
+                         ": rocksdb.index.value.is.delta.encoded is malformed");
+            }
+            delta_encoded_ = v != 0;
+          } else if (key == "rocksdb.column.family.name" &&
+                     layout_ != nullptr) {
+            layout_->column_family.assign(value);
+          }
+          return Status::OK();
+        });
   }
 
   // An index block (index_builder.cc, IndexBlockIter): key -> handle of a

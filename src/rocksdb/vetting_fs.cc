@@ -16,13 +16,6 @@ bool IsTableFile(const std::string& path) {
   return path.ends_with(".sst") || path.ends_with(".ldb");
 }
 
-uint64_t BlockClaimLimit(uint64_t file_size) {
-  return std::max(kMinBlockClaimBytes,
-                  file_size > UINT64_MAX / kMaxBlockClaimRatio
-                      ? UINT64_MAX
-                      : file_size * kMaxBlockClaimRatio);
-}
-
 // An SST file whose reads are checked for the trailers of the data blocks
 // they bring: a compressed block's claim is checked (CheckBlockClaim)
 // before RocksDB, which reads a block and its trailer in one read, sees it.
@@ -112,6 +105,13 @@ class CheckedTableFile : public rocksdb::FSRandomAccessFileOwnerWrapper {
 };
 
 }  // namespace
+
+uint64_t BlockClaimLimit(uint64_t file_size) {
+  const uint64_t by_file = file_size > kMaxBlockBytes / kMaxBlockClaimRatio
+                               ? kMaxBlockBytes
+                               : file_size * kMaxBlockClaimRatio;
+  return std::max(kMinBlockClaimBytes, by_file);
+}
 
 VettingFileSystem::VettingFileSystem(
     const std::shared_ptr<rocksdb::FileSystem>& target)

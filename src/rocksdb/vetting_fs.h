@@ -3,9 +3,11 @@
 // more than the file could hold (issue #38's decompression bombs).
 //
 // The rule: no block of a file of S bytes may decompress to more than
-// max(kMinBlockClaimBytes, kMaxBlockClaimRatio x S). So no store of N bytes
-// makes RocksDB allocate more than 16 MiB + 32 N for a block, and a forged
-// block of a few KiB that claims 1 GiB is refused:
+// max(kMinBlockClaimBytes, min(kMaxBlockClaimRatio x S, kMaxBlockBytes)).
+// So RocksDB never allocates for a block more than 16 MiB + 32 times the
+// file's bytes, nor more than the largest value a writer writes (a
+// metadata value, under 2 GiB); a forged block of a few KiB that claims
+// 1 GiB is refused:
 //   - the index, meta and properties blocks when the file is opened
 //     (RocksDB reads them then), by VetSstLayout, which parses them within
 //     the same bound;
@@ -31,12 +33,20 @@
 #include <memory>
 #include <string>
 
+#include "format/metadata_codec.h"
+
 namespace rocksdcp {
 
 // What any block may claim, however small its file.
 inline constexpr uint64_t kMinBlockClaimBytes = 16ull << 20;
 // What a block may claim per byte of its file, past kMinBlockClaimBytes.
 inline constexpr uint64_t kMaxBlockClaimRatio = 32;
+// What any block may hold or claim: the largest value a writer writes (a
+// metadata value; a piece is at most 1 GiB), its key and block overhead.
+inline constexpr uint64_t kMaxBlockBytes = format::kMaxMetadataBytes + (1 << 20);
+
+// The most a block of a file of `file_size` bytes may claim (the rule above).
+uint64_t BlockClaimLimit(uint64_t file_size);
 
 class VettingFileSystem : public rocksdb::FileSystemWrapper {
  public:

@@ -92,6 +92,16 @@ class VettingFsTest : public StoreTest {
   }
 };
 
+TEST(BlockClaimLimitTest, SixteenMiBThenThirtyTwoTimesTheFileThenTheLargestValue) {
+  EXPECT_EQ(BlockClaimLimit(0), 16ull << 20);
+  EXPECT_EQ(BlockClaimLimit(4096), 16ull << 20);
+  EXPECT_EQ(BlockClaimLimit(1ull << 20), 32ull << 20);
+  EXPECT_EQ(BlockClaimLimit(64ull << 20), 2048ull << 20);
+  EXPECT_EQ(BlockClaimLimit(1ull << 30), kMaxBlockBytes);
+  EXPECT_EQ(BlockClaimLimit(UINT64_MAX), kMaxBlockBytes);
+  EXPECT_EQ(kMaxBlockBytes, 2048ull << 20);
+}
+
 TEST_F(VettingFsTest, MetadataAnotherToolFlushedCompressedStillLoads) {
   SaveExample();
   RewriteMetadata(rocksdb::kSnappyCompression,
