@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   bench::RegisterRssBenchmarks(config);
   bench::RegisterCodecBenchmarks(config);
   if (config.ranks) bench::RegisterRanksBenchmarks(config);
+  if (config.checkpoints) bench::RegisterStoreScaleBenchmarks(config);
   benchmark::AddCustomContext("rocksdcp_bench.profile", config.profile_name);
   benchmark::AddCustomContext("rocksdcp_bench.quick",
                               config.quick ? "true" : "false");

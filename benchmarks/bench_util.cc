@@ -95,6 +95,8 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
       config->busy = true;
     } else if (arg == "--ranks") {
       config->ranks = true;
+    } else if (arg == "--checkpoints") {
+      config->checkpoints = true;
     } else if (arg == "--tools") {
 #ifdef ROCKSDCP_BENCH_TOOLS
       config->tools = true;
@@ -130,6 +132,8 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "CPU\n"
             "  --ranks      also run BM_SaveRanks / BM_LoadRanks on 1, 2, 4 "
             "thread ranks\n"
+            "  --checkpoints  also run the checkpoints-in-one-store cases "
+            "(stores of 1, 100, 1,000)\n"
             "  --tools      also run BM_ExportSafetensors / "
             "BM_ImportSafetensors on W1-W3\n"
             "  --piece_kib=N  every save cuts pieces of at most N KiB "

@@ -6,7 +6,8 @@
 // on W1-W4, async save, the --rss_gib case), incremental_bench.cc
 // (incremental saves: W5, W6 and W2 changed between saves), ranks_bench.cc
 // (opt-in rank scaling), tools_bench.cc (opt-in safetensors export and
-// import); workloads.h the state dicts; bench_main.cc the order they run
+// import), store_scale_bench.cc (opt-in checkpoints in one store);
+// workloads.h the state dicts; bench_main.cc the order they run
 // in. benchmarks/README.md has the how-to.
 
 #ifndef ROCKSDCP_BENCHMARKS_BENCH_UTIL_H_
@@ -42,6 +43,9 @@ struct Config {
   // --tools: also run BM_ExportSafetensors / BM_ImportSafetensors
   // (tools_bench.cc; needs the tools built, ROCKSDCP_BUILD_TOOLS).
   bool tools = false;
+  // --checkpoints: also run the checkpoints-in-one-store cases
+  // (store_scale_bench.cc: stores of 1, 100 and 1,000 checkpoints).
+  bool checkpoints = false;
   // --piece_kib=N: RocksDBWriterOptions::max_piece_bytes for every save
   // (0: the library's default).
   int64_t piece_kib = 0;
@@ -94,6 +98,7 @@ void RegisterIncrementalBenchmarks(const Config& config);
 // The piece codec alone, and saves and loads of a trained model's state
 // with and without it (codec_bench.cc).
 void RegisterCodecBenchmarks(const Config& config);
+void RegisterStoreScaleBenchmarks(const Config& config);
 
 // A case: its state, and the program's flags.
 using CaseFn = void (*)(benchmark::State&, const Config&);
