@@ -218,6 +218,24 @@ std::function<void(F&)> EditPiece(std::string key,
   };
 }
 
+// The victim's float16 'w' claiming to be [rows, cols], its one chunk in
+// pieces of `piece_bytes` (flagged compressed if `compressed` is given).
+std::function<void(F&)> ReshapeW(int64_t rows, int64_t cols,
+                                 uint64_t piece_bytes,
+                                 std::optional<bool> compressed = std::nullopt) {
+  return EditMetadata([=](F& f, FMetadata& m) {
+    FTensor& t = m.Entry("w")->tensor;
+    t.size = std::vector<int64_t>{rows, cols};
+    (*t.chunks)[0].sizes = t.size;
+    FInfo i = f.Info(m, "w", kW00);
+    i.length = 2ull * static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols);
+    i.piece_bytes = piece_bytes;
+    i.num_pieces = static_cast<uint32_t>(i.length / piece_bytes);
+    if (compressed) i.compressed = *compressed;
+    f.SetInfo(m, "w", kW00, i);
+  });
+}
+
 // Piece `key` of the victim's float16 'w' rewritten as a compressed piece
 // (format_version 3), as a careful forger would, with zstd itself: its two
 // byte planes stored as they are, both checksums right; then `edit`, after
@@ -626,17 +644,7 @@ std::vector<HostileCase> MakeCases() {
   c.push_back({"metadata_tensor_2gib_compressed_piece", "metadata",
                "tensor 'w' claims to be float16 [32768, 32768] in one "
                "compressed piece of 2 GiB",
-               EditMetadata([](F& f, FMetadata& m) {
-                 FTensor& t = m.Entry("w")->tensor;
-                 t.size = std::vector<int64_t>{32768, 32768};
-                 (*t.chunks)[0].sizes = t.size;
-                 FInfo i = f.Info(m, "w", kW00);
-                 i.length = 2 * kGiB;
-                 i.piece_bytes = 2 * kGiB;
-                 i.num_pieces = 1;
-                 i.compressed = true;
-                 f.SetInfo(m, "w", kW00, i);
-               }),
+               ReshapeW(32768, 32768, 2 * kGiB, /*compressed=*/true),
                "info=0"});
   // Issue #3: work bounded by what is stored, not by what is claimed.
   c.push_back({"metadata_bytes_4g_pieces", "metadata",
@@ -651,17 +659,7 @@ std::vector<HostileCase> MakeCases() {
   c.push_back({"metadata_tensor_2g_pieces", "metadata",
                "tensor 'w' claims to be float16 [65536, 65535] in 2^31 pieces of "
                "4 bytes",
-               EditMetadata([](F& f, FMetadata& m) {
-                 FTensor& t = m.Entry("w")->tensor;
-                 t.size = std::vector<int64_t>{65536, 65535};
-                 (*t.chunks)[0].sizes = t.size;
-                 FInfo i = f.Info(m, "w", kW00);
-                 i.length = 2ull * 65536 * 65535;
-                 i.piece_bytes = 4;
-                 i.num_pieces = static_cast<uint32_t>(i.length / 4);
-                 f.SetInfo(m, "w", kW00, i);
-               }),
-               "info=1"});
+               ReshapeW(65536, 65535, 4), "info=1"});
   c.push_back({"metadata_10m_chunks", "metadata",
                "0-d tensor 's' has 10,000,000 chunks (one word repeated, "
                "compressed to a few KiB)",
