@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -135,6 +136,15 @@ ScopedTempDir::~ScopedTempDir() {
   if (path_.empty()) return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+uint64_t OpenFileDescriptors() {
+  uint64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace rocksdcp::testing

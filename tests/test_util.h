@@ -76,6 +76,9 @@ std::map<std::string, ErrorDocRow> ReadErrorDoc(const std::string& path,
     const std::map<std::string, ErrorDocRow>& doc, const std::string& name,
     const ErrorDocRow& got);
 
+// The file descriptors this process holds open now.
+uint64_t OpenFileDescriptors();
+
 // A row name as a test name: "id-empty" -> "id_empty".
 std::string ErrorRowTestName(
     const ::testing::TestParamInfo<const char*>& info);

@@ -42,7 +42,8 @@ DeviceProfile ServerProfile();
 // - store: one background job; a read buffer pool of 8 MiB (it serves
 //   pieces of 1 MiB and more, which this profile does not write, and the
 //   readers' O_DIRECT buffers, 2 MiB each); at most
-//   16 MiB of write-ahead log, and of metadata held in memory for it. The
+//   16 MiB of write-ahead log, and of metadata held in memory for it; at
+//   most 64 files open, each holding its table index in memory. The
 //   checkpoints' block cache is 8 MiB under every profile, small enough
 //   for a board already.
 // - writer: memory_budget 32 MiB, two write threads, 128 KiB pieces (the

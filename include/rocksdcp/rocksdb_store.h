@@ -98,6 +98,18 @@ struct StoreOptions {
   // Default: 2
   int max_background_jobs = 2;
 
+  // The most SST files the store keeps open at once (a file descriptor and
+  // RocksDB's parsed index for each), across all its checkpoints. A table
+  // file is opened when first read and closed when others push it out, so
+  // opening a store costs the same with one checkpoint or a thousand. -1
+  // opens every table file of every checkpoint when the store opens and
+  // keeps them open: that open's time, memory and descriptors then grow
+  // with the checkpoints in the store. RocksDB keeps 10 of these for its
+  // own files, and at least 16 table files (one per shard of its table
+  // cache). Other values under 20 are refused.
+  // Default: 256
+  int max_open_files = 256;
+
   // The write-ahead log the store keeps, in bytes. Each commit writes its
   // checkpoint's metadata (about 300 bytes an item: 16 MB for 51,000) and
   // catalog entry into the WAL, and the metadata stays in memory until

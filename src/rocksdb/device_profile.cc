@@ -7,6 +7,7 @@ DeviceProfile ServerProfile() { return DeviceProfile{}; }
 DeviceProfile SmallDeviceProfile() {
   DeviceProfile p;
   p.store.max_background_jobs = 1;
+  p.store.max_open_files = 64;
   p.store.read_buffer_pool_bytes = 8ull << 20;
   p.store.max_total_wal_size = 16ull << 20;
   p.writer.memory_budget = 32ull << 20;

@@ -39,6 +39,10 @@ inline constexpr uint64_t kMaxManifestBytes = 4ull << 20;
 // saves every step grew its RSS by some 5 KiB a save (the soak test).
 inline constexpr size_t kMemtableArenaBlockBytes = 64 << 10;
 
+// The catalog's table files past which a read-write open merges them
+// (StoreImpl::CompactCatalogIfFragmented).
+inline constexpr size_t kCatalogFilesBeforeCompaction = 8;
+
 // The default column family's options: the catalog.
 rocksdb::ColumnFamilyOptions CatalogColumnFamilyOptions();
 
@@ -318,6 +322,9 @@ class StoreImpl final : public Store {
   // the store opens read-write. What it can't reclaim it logs, and leaves
   // to CollectGarbage: the open goes on.
   void ReclaimTornSaves();
+  // On a read-write open: merges the catalog's table files into one when
+  // there are more than kCatalogFilesBeforeCompaction. Logs a failure.
+  void CompactCatalogIfFragmented();
   // Releases one pin (LookupCommitted's pin_for_save) of each of `names`.
   void UnpinLocked(const std::vector<std::string>& names);
   // Drops each of `candidates` that is not kept; leaves them all to GC if

@@ -16,6 +16,7 @@ TEST(DeviceProfileTest, ServerProfileIsTheDefaults) {
   EXPECT_EQ(p.store.read_buffer_pool_bytes,
             StoreOptions{}.read_buffer_pool_bytes);
   EXPECT_EQ(p.store.max_background_jobs, StoreOptions{}.max_background_jobs);
+  EXPECT_EQ(p.store.max_open_files, StoreOptions{}.max_open_files);
   EXPECT_EQ(p.writer.memory_budget, RocksDBWriterOptions{}.memory_budget);
   EXPECT_EQ(p.writer.write_threads, RocksDBWriterOptions{}.write_threads);
   EXPECT_EQ(p.reader.memory_budget, RocksDBReaderOptions{}.memory_budget);
@@ -32,6 +33,8 @@ TEST(DeviceProfileTest, SmallDeviceBudgetsAreSmall) {
             uint64_t{32} << 20);
   EXPECT_LE(p.async.staging_budget, uint64_t{128} << 20);
   EXPECT_EQ(p.reader.read_threads, 2);
+  EXPECT_LT(p.store.max_open_files, StoreOptions{}.max_open_files);
+  EXPECT_GE(p.store.max_open_files, 20);
   EXPECT_LE(p.reader.prefetch_bytes, uint64_t{64} << 20);
   // Each read thread's O_DIRECT buffer (a little over direct_span_bytes)
   // is kept in the store's pool from one load to the next.

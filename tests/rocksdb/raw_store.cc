@@ -38,6 +38,18 @@ RawStore::~RawStore() {
   db_->Close().PermitUncheckedError();
 }
 
+size_t CatalogTableFiles(const std::string& path) {
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s =
+      rocksdb::DB::OpenForReadOnly(rocksdb::Options(), path, &raw);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return 0;
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::ColumnFamilyMetaData files;
+  db->GetColumnFamilyMetaData(&files);
+  return files.file_count;
+}
+
 std::string RawStore::Get(const std::string& cf, std::string_view key) {
   std::string value;
   rocksdb::Status s = db_->Get({}, Cf(cf), key, &value);

@@ -37,6 +37,10 @@ class RawStore {
   std::unique_ptr<rocksdb::DB> db_;
 };
 
+// The table files of the catalog (the default column family) of the store
+// at `path`, as its MANIFEST lists them, read through a read-only open.
+size_t CatalogTableFiles(const std::string& path);
+
 // Rewrites checkpoint `id`'s catalog entry with `change` applied.
 void EditCatalogEntry(const std::string& store, const std::string& id,
                       const std::function<void(CheckpointInfo&)>& change);

@@ -69,15 +69,6 @@ void ReadStatus(Sample* s) {
   }
 }
 
-uint64_t OpenFds() {
-  uint64_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    (void)e;
-    ++n;
-  }
-  return n;
-}
-
 // The store's files, by kind.
 void ReadDisk(const std::string& dir, Sample* s) {
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
@@ -191,7 +182,7 @@ TEST(SoakTest, SavesLoadsAndRetentionStayFlat) {
     ReadStatus(&s);
     s.cache = static_cast<StoreImpl*>(store.get())->block_cache_usage();
     s.rss -= std::min(s.rss, s.cache);
-    s.fds = OpenFds();
+    s.fds = OpenFileDescriptors();
     ReadDisk(path, &s);
     samples.push_back(s);
   }

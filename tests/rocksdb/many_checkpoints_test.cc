@@ -1,0 +1,114 @@
+// A store of many checkpoints: what an open costs must not grow with them
+// where it need not (benchmarks/store_scale_bench.cc measures it). Table
+// files open as loads read them, within StoreOptions::max_open_files, and
+// a read-write open merges a catalog that saves in separate processes
+// left in pieces.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "rocksdb/raw_store.h"
+#include "rocksdb/store_fixture.h"
+#include "rocksdb/store_impl.h"
+
+namespace rocksdcp::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+uint64_t TableFilesIn(const std::string& dir) {
+  uint64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".sst") ++n;
+  }
+  return n;
+}
+
+std::string Id(int i) { return "step-" + std::to_string(i); }
+
+TEST_F(StoreTest, MaxOpenFilesUnderTwentyIsRefused) {
+  CloseStore();
+  for (int bad : {0, 5, 19, -2}) {
+    StoreOptions options;
+    options.max_open_files = bad;
+    EXPECT_THAT(Store::Open(store_path(), options),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("max_open_files"),
+                               HasSubstr(std::to_string(bad)))));
+  }
+  StoreOptions every;
+  every.max_open_files = -1;
+  EXPECT_OK(Store::Open(store_path(), every));
+}
+
+// 80 checkpoints, loaded one after another by a store that may keep 20
+// files open (table files: 10, or one per shard of the table cache, 16):
+// each loads whole, and the process never holds a descriptor per table
+// file of the store.
+TEST_F(StoreTest, CheckpointsLoadThroughABoundedSetOfOpenTableFiles) {
+  constexpr int kCheckpoints = 80;
+  for (int i = 0; i < kCheckpoints; ++i) {
+    ExampleState state = ExampleStateDict(100 + i);
+    ASSERT_OK(SaveDict(state.dict, Id(i)));
+  }
+  CloseStore();
+  const uint64_t tables = TableFilesIn(store_path());
+  ASSERT_GE(tables, static_cast<uint64_t>(kCheckpoints));
+
+  for (bool read_only : {true, false}) {
+    SCOPED_TRACE(read_only ? "read-only" : "read-write");
+    const uint64_t before = OpenFileDescriptors();
+    StoreOptions options;
+    options.read_only = read_only;
+    options.max_open_files = 20;
+    OpenStore(options);
+    uint64_t most = OpenFileDescriptors() - before;
+    for (int i = kCheckpoints - 1; i >= 0; --i) {
+      ExampleState into = EmptyExampleStateDict();
+      ASSERT_OK(LoadDict(&into.dict, Id(i)));
+      EXPECT_TRUE(IsExampleState(into, 100 + i)) << Id(i);
+      most = std::max(most, OpenFileDescriptors() - before);
+    }
+    ExpectVerifies();
+    most = std::max(most, OpenFileDescriptors() - before);
+    // The table files RocksDB keeps (at most 16), the WAL, LOG, MANIFEST,
+    // LOCK and directories: far fewer than the store's table files.
+    EXPECT_LT(most, tables / 2) << "of " << tables << " table files";
+    CloseStore();
+  }
+}
+
+// Each save in a process of its own (as torch's save through rocksdcp's
+// Python writer does): every close flushes the catalog into one small
+// file, and RocksDB moves such files down whole. A read-write open merges
+// them once there are more than kCatalogFilesBeforeCompaction, so the
+// catalog every open scans stays a few files.
+TEST_F(StoreTest, AReadWriteOpenMergesACatalogLeftInPieces) {
+  constexpr int kSaves = 3 * static_cast<int>(kCatalogFilesBeforeCompaction);
+  size_t most = 0;
+  for (int i = 0; i < kSaves; ++i) {
+    OpenStore();
+    ExampleState state = ExampleStateDict(200 + i);
+    ASSERT_OK(SaveDict(state.dict, Id(i)));
+    CloseStore();
+    most = std::max(most, CatalogTableFiles(store_path()));
+  }
+  EXPECT_LE(most, kCatalogFilesBeforeCompaction + 1);
+  OpenStore({.read_only = true});
+  ASSERT_OK_AND_ASSIGN(auto list, store_->List());
+  EXPECT_EQ(list.size(), static_cast<size_t>(kSaves));
+  for (int i = 0; i < kSaves; ++i) {
+    ExampleState into = EmptyExampleStateDict();
+    ASSERT_OK(LoadDict(&into.dict, Id(i)));
+    EXPECT_TRUE(IsExampleState(into, 200 + i)) << Id(i);
+  }
+}
+
+}  // namespace
+}  // namespace rocksdcp::testing
