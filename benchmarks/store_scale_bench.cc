@@ -12,6 +12,12 @@
 //                                   first save after a restart (manual
 //                                   time; the checkpoint is then deleted
 //                                   again, untimed, so N stays N)
+//   BM_StoreOpenDelete/checkpoints:N  Store::Open (read-write), Delete of
+//                                   the newest checkpoint, close (it is
+//                                   saved again, untimed)
+//   BM_StoreOpenGc/checkpoints:N    Store::Open (read-write),
+//                                   CollectGarbage (nothing to collect),
+//                                   close: `rocksdcp gc`
 //   BM_RocksDBOpen/checkpoints:N    the baseline: RocksDB's own
 //                                   DB::OpenForReadOnly of the store's
 //                                   column families with the store's
@@ -136,35 +142,31 @@ void BM_StoreOpenLoad(benchmark::State& state, const Config&) {
   if (!dest->SameAs(Source())) state.SkipWithError("loaded other bytes");
 }
 
-void BM_StoreOpenSave(benchmark::State& state, const Config&) {
+// Runs `timed` on a read-write Store of the store of range(0) checkpoints,
+// then `restore` on another, untimed, to give the store its N back.
+template <typename Timed, typename Restore>
+void RunReadWrite(benchmark::State& state, Timed timed, Restore restore) {
   const int64_t n = state.range(0);
   auto dir = StoreOf(n);
   if (!dir.ok()) {
     state.SkipWithError(dir.status().ToString().c_str());
     return;
   }
-  const StateDict dict = Source().Dict();
   double seconds = 0;
   for (auto _ : state) {
     const Clock::time_point t0 = Clock::now();
     Status s;
     {
       auto store = Store::Open(*dir);
-      s = store.status();
-      if (s.ok()) {
-        auto writer = (*store)->NewWriter();
-        s = writer.status();
-        if (s.ok()) s = Save(dict, **writer, {.checkpoint_id = Id(n)}).status();
-      }
+      s = store.ok() ? timed(**store, n) : store.status();
     }
     const double took =
         std::chrono::duration<double>(Clock::now() - t0).count();
     state.SetIterationTime(took);
     seconds += took;
-    if (s.ok()) {  // Untimed: back to n checkpoints.
+    if (s.ok()) {
       auto store = Store::Open(*dir);
-      s = store.status();
-      if (s.ok()) s = (*store)->Delete(Id(n));
+      s = store.ok() ? restore(**store, n) : store.status();
     }
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
@@ -172,6 +174,36 @@ void BM_StoreOpenSave(benchmark::State& state, const Config&) {
     }
   }
   Finish(state, n, seconds);
+}
+
+Status SaveAs(Store& store, const std::string& id) {
+  ROCKSDCP_ASSIGN_OR_RETURN(auto writer, store.NewWriter());
+  return Save(Source().Dict(), *writer, {.checkpoint_id = id}).status();
+}
+
+void BM_StoreOpenSave(benchmark::State& state, const Config&) {
+  RunReadWrite(
+      state, [](Store& store, int64_t n) { return SaveAs(store, Id(n)); },
+      [](Store& store, int64_t n) { return store.Delete(Id(n)); });
+}
+
+void BM_StoreOpenDelete(benchmark::State& state, const Config&) {
+  RunReadWrite(
+      state, [](Store& store, int64_t n) { return store.Delete(Id(n - 1)); },
+      [](Store& store, int64_t n) { return SaveAs(store, Id(n - 1)); });
+}
+
+void BM_StoreOpenGc(benchmark::State& state, const Config&) {
+  RunReadWrite(
+      state,
+      [](Store& store, int64_t) -> Status {
+        ROCKSDCP_ASSIGN_OR_RETURN(GcReport report, store.CollectGarbage());
+        if (!report.dropped_column_families.empty()) {
+          return Status::Internal("gc dropped a live checkpoint");
+        }
+        return Status::OK();
+      },
+      [](Store&, int64_t) { return Status::OK(); });
 }
 
 void BM_RocksDBOpen(benchmark::State& state, const Config&) {
@@ -210,10 +242,12 @@ void RegisterStoreScaleBenchmarks(const Config& config) {
            {"BM_RocksDBOpen", BM_RocksDBOpen},
            {"BM_StoreOpenList", BM_StoreOpenList},
            {"BM_StoreOpenLoad", BM_StoreOpenLoad},
-           {"BM_StoreOpenSave", BM_StoreOpenSave}}) {
+           {"BM_StoreOpenSave", BM_StoreOpenSave},
+           {"BM_StoreOpenDelete", BM_StoreOpenDelete},
+           {"BM_StoreOpenGc", BM_StoreOpenGc}}) {
     auto* b = Register(name, fn, config);
-    // Manual time (not SetCommon's real time): BM_StoreOpenSave's delete
-    // is left out.
+    // Manual time (not SetCommon's real time): what gives the store its N
+    // back after a save or delete is left out.
     b->ArgName("checkpoints")
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)

@@ -33,6 +33,9 @@ PACKAGES=(
   # The crash, fault and contract suites again on XFS (a loop device) and
   # tmpfs (tests/fs/): mkfs.xfs, and losetup and mount.
   xfsprogs mount
+  # The instruction counts (benchmarks/instructions.cc): callgrind and its
+  # client request header.
+  valgrind
 )
 
 missing=()
