@@ -84,6 +84,62 @@ TEST_F(StoreTest, CheckpointsLoadThroughABoundedSetOfOpenTableFiles) {
   }
 }
 
+// Table files open when a load first reads them: a checkpoint another
+// Store deleted after this read-only one opened is gone with its files,
+// and the load says so, whether the files went before it read the
+// checkpoint's metadata or between that and its pieces. The others load.
+TEST_F(StoreTest, AReadOnlyStoreSaysACheckpointDeletedSinceItOpenedIsGone) {
+  ExampleState a = ExampleStateDict(31);
+  ASSERT_OK(SaveDict(a.dict, "a"));
+  for (const char* id : {"d", "e"}) {
+    ExampleState state = ExampleStateDict(32);
+    ASSERT_OK(SaveDict(state.dict, id));
+  }
+  CloseStore();
+  // RocksDB opens a few table files as the store opens (a quarter of the
+  // table cache, at most 16): 20 leaves it two, the catalog's first.
+  StoreOptions read_only;
+  read_only.read_only = true;
+  read_only.max_open_files = 20;
+  ASSERT_OK_AND_ASSIGN(auto reader_store,
+                       Store::Open(store_path(), read_only));
+  auto delete_elsewhere = [&](const std::string& id) {
+    ASSERT_OK_AND_ASSIGN(auto writer_store, Store::Open(store_path()));
+    ASSERT_OK(writer_store->Delete(id));
+  };
+  auto deleted_since = [](const std::string& id) {
+    return StatusIs(
+        StatusCode::kNotFound,
+        AllOf(HasSubstr("'" + id + "'"),
+              HasSubstr("was deleted after this read-only store opened")));
+  };
+
+  delete_elsewhere("d");
+  {
+    ExampleState into = EmptyExampleStateDict();
+    ASSERT_OK_AND_ASSIGN(auto reader, reader_store->NewReader());
+    EXPECT_THAT(Load(&into.dict, *reader, {.checkpoint_id = "d"}),
+                deleted_since("d"));
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(auto reader, reader_store->NewReader());
+    ASSERT_OK(reader->Reset("e"));
+    ASSERT_OK_AND_ASSIGN(Metadata md, reader->ReadMetadata());
+    delete_elsewhere("e");
+    ExampleState into = EmptyExampleStateDict();
+    DefaultLoadPlanner planner;
+    ASSERT_OK(planner.SetUpPlanner(&into.dict, &md, true));
+    ASSERT_OK(reader->SetUpStorageReader(md, true, 0, 1));
+    ASSERT_OK_AND_ASSIGN(LoadPlan plan, planner.CreateLocalPlan());
+    EXPECT_THAT(reader->ReadData(plan, planner).get(),
+                deleted_since("e"));
+  }
+  ExampleState into = EmptyExampleStateDict();
+  ASSERT_OK_AND_ASSIGN(auto reader, reader_store->NewReader());
+  ASSERT_OK(Load(&into.dict, *reader, {.checkpoint_id = "a"}));
+  EXPECT_TRUE(IsExampleState(into, 31));
+}
+
 // Each save in a process of its own (as torch's save through rocksdcp's
 // Python writer does): every close flushes the catalog into one small
 // file, and RocksDB moves such files down whole. A read-write open merges
