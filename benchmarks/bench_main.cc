@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   bench::RegisterCodecBenchmarks(config);
   if (config.ranks) bench::RegisterRanksBenchmarks(config);
   if (config.checkpoints) bench::RegisterStoreScaleBenchmarks(config);
+  if (config.items) bench::RegisterItemsBenchmarks(config);
   benchmark::AddCustomContext("rocksdcp_bench.profile", config.profile_name);
   benchmark::AddCustomContext("rocksdcp_bench.quick",
                               config.quick ? "true" : "false");

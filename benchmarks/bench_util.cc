@@ -97,6 +97,8 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
       config->ranks = true;
     } else if (arg == "--checkpoints") {
       config->checkpoints = true;
+    } else if (arg == "--items") {
+      config->items = true;
     } else if (arg == "--tools") {
 #ifdef ROCKSDCP_BENCH_TOOLS
       config->tools = true;
@@ -134,6 +136,8 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "thread ranks\n"
             "  --checkpoints  also run the checkpoints-in-one-store cases "
             "(stores of 1, 100, 1,000)\n"
+            "  --items      also run BM_ItemsSave / BM_ItemsLoad on 1,000, "
+            "100,000 and 1,000,000 tensors of 1 KiB\n"
             "  --tools      also run BM_ExportSafetensors / "
             "BM_ImportSafetensors on W1-W3\n"
             "  --piece_kib=N  every save cuts pieces of at most N KiB "

@@ -46,6 +46,9 @@ struct Config {
   // --checkpoints: also run the checkpoints-in-one-store cases
   // (store_scale_bench.cc: stores of 1, 100 and 1,000 checkpoints).
   bool checkpoints = false;
+  // --items: also run the item-count cases (items_bench.cc: 1,000, 100,000
+  // and 1,000,000 tensors of 1 KiB).
+  bool items = false;
   // --piece_kib=N: RocksDBWriterOptions::max_piece_bytes for every save
   // (0: the library's default).
   int64_t piece_kib = 0;
@@ -99,6 +102,7 @@ void RegisterIncrementalBenchmarks(const Config& config);
 // with and without it (codec_bench.cc).
 void RegisterCodecBenchmarks(const Config& config);
 void RegisterStoreScaleBenchmarks(const Config& config);
+void RegisterItemsBenchmarks(const Config& config);
 
 // A case: its state, and the program's flags.
 using CaseFn = void (*)(benchmark::State&, const Config&);
