@@ -5,17 +5,16 @@
 //
 //   BM_ItemsSave/items:N  one Save of the N tensors as a new checkpoint,
 //                         through a writer that saved them once already
-//   BM_ItemsLoad/items:N  a new reader and one Load of them, warm (the
-//                         store's files read into the page cache, and one
-//                         load made untimed first)
+//   BM_ItemsLoad/items:N  a new reader and one Load of them, warm
+//                         (TimeLoads: the store's files read into the page
+//                         cache, and one load made untimed first)
 //
-// Counters: us_per_item, bytes_per_second, and the RssMeter's (bench_util.h):
+// Counters: time_per_item, bytes_per_second, and the RssMeter's (bench_util.h):
 // what the case added above the state dict and its load destination, which
 // the metadata of a million items must keep within the memory budget.
 
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,13 +49,15 @@ StateData& Source(int64_t n) {
   return *slot;
 }
 
-void Finish(benchmark::State& state, const StateData& data, double seconds) {
+// time_per_item: the case's real time per iteration over its items, in
+// seconds (the console shows it as, say, 7.6us).
+void SetItemCounters(benchmark::State& state, const StateData& data) {
   const double items = static_cast<double>(data.items());
   state.counters["items"] = items;
-  if (state.iterations() > 0 && seconds > 0) {
-    const double per_iteration = seconds / static_cast<double>(state.iterations());
-    state.counters["us_per_item"] = 1e6 * per_iteration / items;
-  }
+  state.counters["time_per_item"] = benchmark::Counter(
+      items,
+      benchmark::Counter::kIsIterationInvariantRate |
+          benchmark::Counter::kInvert);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(data.total_bytes()));
 }
@@ -79,19 +80,14 @@ void BM_ItemsSave(benchmark::State& state, const Config& config) {
   }
   Status s = SaveAs(writer->get(), data, "warmup");
   const RssMeter rss;
-  double seconds = 0;
   int64_t i = 0;
   for (auto _ : state) {
     if (!s.ok()) break;
-    const auto t0 = std::chrono::steady_clock::now();
     s = SaveAs(writer->get(), data, "ckpt-" + std::to_string(i++));
-    seconds += std::chrono::duration<double>(
-                   std::chrono::steady_clock::now() - t0)
-                   .count();
   }
   if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   rss.Report(state);
-  Finish(state, data, seconds);
+  SetItemCounters(state, data);
 }
 
 void BM_ItemsLoad(benchmark::State& state, const Config& config) {
@@ -104,31 +100,19 @@ void BM_ItemsLoad(benchmark::State& state, const Config& config) {
     s = writer.ok() ? SaveAs(writer->get(), source, "ckpt")
                     : writer.status();
   }
-  if (s.ok()) s = WarmDirCache(store.dir());
+  // From before the first load, as in BM_Load.
   const RssMeter rss;
-  auto load_once = [&]() -> Status {
+  s = TimeLoads(state, store, /*cold=*/false, s, [&]() -> Status {
     ROCKSDCP_ASSIGN_OR_RETURN(auto reader,
                               store->NewReader(config.profile.reader));
     StateDict dict = dest.Dict();
     return Load(&dict, *reader, {.checkpoint_id = "ckpt"});
-  };
-  if (s.ok()) s = load_once();  // Untimed: the warm-up.
-  double seconds = 0;
-  for (auto _ : state) {
-    if (!s.ok()) break;
-    dest.Zero();
-    const auto t0 = std::chrono::steady_clock::now();
-    s = load_once();
-    seconds += std::chrono::duration<double>(
-                   std::chrono::steady_clock::now() - t0)
-                   .count();
-  }
-  if (s.ok() && !dest.SameAs(source)) {
-    s = Status::Internal("the load gave other bytes");
-  }
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  });
   rss.Report(state);
-  Finish(state, source, seconds);
+  if (s.ok() && !dest.SameAs(source)) {
+    state.SkipWithError("the load gave other bytes");
+  }
+  SetItemCounters(state, source);
 }
 
 }  // namespace
@@ -140,7 +124,8 @@ void RegisterItemsBenchmarks(const Config& config) {
   for (auto [name, fn] : std::vector<std::pair<const char*, CaseFn>>{
            {"BM_ItemsSave", BM_ItemsSave}, {"BM_ItemsLoad", BM_ItemsLoad}}) {
     auto* b = Register(name, fn, config);
-    b->ArgName("items")->Unit(benchmark::kMillisecond)->Iterations(1);
+    SetCommon(b, 1);
+    b->ArgName("items");
     for (int64_t n : counts) b->Arg(n);
   }
 }
