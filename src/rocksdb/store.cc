@@ -488,8 +488,9 @@ Status StoreImpl::OpenDB() {
   db_.reset(raw);
   vanished_cfs_ = std::move(unopenable);
   AdoptHandles(handles);
-  if (!options_.read_only && options_.reclaim_torn_saves) ReclaimTornSaves();
+  // Merged first: the reclaim scans the catalog.
   if (!options_.read_only) CompactCatalogIfFragmented();
+  if (!options_.read_only && options_.reclaim_torn_saves) ReclaimTornSaves();
   return Status::OK();
 }
 
