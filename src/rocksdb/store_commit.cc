@@ -1,6 +1,7 @@
 // StoreImpl's writes: saves begun and ended, the commit of a checkpoint
 // into a fresh column family, deletes, and the stop after a failed write.
 
+#include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -118,6 +119,27 @@ rocksdb::Status StoreImpl::WriteMetadataAndEntryLocked(
   rocksdb::WriteOptions wo;
   wo.sync = true;
   return db_->Write(wo, &batch);
+}
+
+void StoreImpl::FlushLargeMetadataLocked(rocksdb::ColumnFamilyHandle* cf,
+                                         size_t metadata_bytes) {
+  // A checkpoint's column family is never written again, so RocksDB would
+  // keep its metadata in a memtable, and in the WAL, until the store closes;
+  // and every read-only open (rocksdcp ls, a load in a new process)
+  // replayed the WAL into memory again: for 100,000 items (29 MB of
+  // metadata), `rocksdcp ls` took 0.14 s and 99 MB instead of 0.01 s and
+  // 16 MB. Flushing the catalog too lets RocksDB delete the WAL. Small
+  // values stay: a flush costs a table file and a few ms per save.
+  if (metadata_bytes < kFlushMetadataBytes) return;
+  rocksdb::FlushOptions options;
+  options.wait = true;
+  const rocksdb::Status s = db_->Flush(options, {cf, default_cf_});
+  if (!s.ok()) {
+    rocksdb::Log(rocksdb::InfoLogLevel::WARN_LEVEL,
+                 db_->GetOptions().info_log.get(),
+                 "rocksdcp: flushing the metadata of column family %s: %s",
+                 cf->GetName().c_str(), s.ToString().c_str());
+  }
 }
 
 Result<std::set<std::string>> StoreImpl::KeptColumnFamiliesLocked() {
@@ -289,6 +311,7 @@ Result<CheckpointInfo> StoreImpl::Commit(CommitRequest req) {
     return StopLocked(s, ctx + ": writing metadata and catalog entry");
   }
   if (commit_hook_) commit_hook_("after_write");
+  FlushLargeMetadataLocked(raw, req.metadata_value.size());
   // Committed: the save's pins go (its references keep what it needs),
   // and so do the old column family and the base, unless a checkpoint
   // (this one, maybe) references them. One that is not dropped is GC's.

@@ -43,6 +43,11 @@ inline constexpr size_t kMemtableArenaBlockBytes = 64 << 10;
 // (StoreImpl::CompactCatalogIfFragmented).
 inline constexpr size_t kCatalogFilesBeforeCompaction = 8;
 
+// The metadata value from which a commit flushes the checkpoint's column
+// family and the catalog (StoreImpl::FlushLargeMetadataLocked): 1 MiB, some
+// 3,600 items.
+inline constexpr size_t kFlushMetadataBytes = 1 << 20;
+
 // The default column family's options: the catalog.
 rocksdb::ColumnFamilyOptions CatalogColumnFamilyOptions();
 
@@ -325,6 +330,12 @@ class StoreImpl final : public Store {
   // On a read-write open: merges the catalog's table files into one when
   // there are more than kCatalogFilesBeforeCompaction. Logs a failure.
   void CompactCatalogIfFragmented();
+  // After the commit of a metadata value of kFlushMetadataBytes or more,
+  // into column family `cf`: flushes it and the catalog, so that the value
+  // leaves the memtable and the WAL. Logs a failure: the commit is durable
+  // in the WAL all the same.
+  void FlushLargeMetadataLocked(rocksdb::ColumnFamilyHandle* cf,
+                                size_t metadata_bytes);
   // Releases one pin (LookupCommitted's pin_for_save) of each of `names`.
   void UnpinLocked(const std::vector<std::string>& names);
   // Drops each of `candidates` that is not kept; leaves them all to GC if
