@@ -78,35 +78,20 @@ std::vector<std::string> PayloadNames(const WorkloadSpec& spec) {
   return names;
 }
 
+}  // namespace
+
 // ---- Raw file ----
 
-// Args: wl.
-void BM_RawFileWriteFsync(benchmark::State& state, const Config& config) {
-  WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
+void RawFileWriteFsync(benchmark::State& state, WorkloadData& data) {
+  // A new file per iteration, as each save writes new files; the files are
+  // deleted after the loop, as the save cases delete checkpoints.
   const std::vector<iovec> iov = data.source.Payload();
-  const std::string dir = FreshDir("raw-write");
-  int n = 0;
-  const RssMeter rss;
-  for (auto _ : state) {
-    // A new file per iteration, as each save writes new files; the files
-    // are deleted after the loop, as the save cases delete checkpoints.
-    Status s = WriteFileFsync(dir + "/file-" + std::to_string(n++), iov);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
-  rss.Report(state);
-  SetCounters(state, data.source.total_bytes(), data.source.items(),
-              data.source.spec().id);
-  RemoveDir(dir);
+  TimeWrites(state, data, "raw-write", Status::OK(),
+             [&](const std::string& path) { return WriteFileFsync(path, iov); });
 }
 
-// Args: wl, cold.
-void BM_RawFileRead(benchmark::State& state, const Config& config) {
-  WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
-  const bool cold = state.range(1) != 0;
-  const std::vector<iovec> dest = data.dest->Payload();
+void RawFileRead(benchmark::State& state, WorkloadData& data, bool cold) {
+  const std::vector<iovec> dest = data.destination().Payload();
   const std::string dir = FreshDir("raw-read");
   const std::string path = dir + "/file";
   Status s = WriteFileFsync(path, data.source.Payload());
@@ -127,6 +112,20 @@ void BM_RawFileRead(benchmark::State& state, const Config& config) {
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id, cold);
   RemoveDir(dir);
+}
+
+namespace {
+
+// Args: wl.
+void BM_RawFileWriteFsync(benchmark::State& state, const Config& config) {
+  RawFileWriteFsync(state,
+                    GetWorkload(static_cast<int>(state.range(0)), config));
+}
+
+// Args: wl, cold.
+void BM_RawFileRead(benchmark::State& state, const Config& config) {
+  RawFileRead(state, GetWorkload(static_cast<int>(state.range(0)), config),
+              state.range(1) != 0);
 }
 
 // Args: wl.
@@ -260,22 +259,12 @@ Status PerRankFilesLoad(const std::string& dir, StateData& data) {
 // Args: wl.
 void BM_PerRankFilesSave(benchmark::State& state, const Config& config) {
   WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
-  const std::string root = FreshDir("per-rank-save");
-  int n = 0;
-  const RssMeter rss;
-  for (auto _ : state) {
-    const std::string dir = root + "/iter-" + std::to_string(n++);
-    std::filesystem::create_directory(dir);
-    Status s = PerRankFilesSave(data.source, dir);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
-  rss.Report(state);
-  SetCounters(state, data.source.total_bytes(), data.source.items(),
-              data.source.spec().id);
-  RemoveDir(root);
+  // A directory of files per iteration, as each save writes new files.
+  TimeWrites(state, data, "per-rank-save", Status::OK(),
+             [&](const std::string& dir) {
+               std::filesystem::create_directory(dir);
+               return PerRankFilesSave(data.source, dir);
+             });
 }
 
 // Args: wl, cold.

@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
   bench::RegisterIncrementalBenchmarks(config);
   bench::RegisterRssBenchmarks(config);
   bench::RegisterCodecBenchmarks(config);
+  // Before the other opt-in cases: the checkpoints and items cases keep
+  // their state dicts to the end, and the size cases need the memory.
+  if (!config.sizes_gib.empty()) bench::RegisterSizeBenchmarks(config);
   if (config.ranks) bench::RegisterRanksBenchmarks(config);
   if (config.checkpoints) bench::RegisterStoreScaleBenchmarks(config);
   if (config.items) bench::RegisterItemsBenchmarks(config);

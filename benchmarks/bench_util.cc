@@ -54,6 +54,28 @@ bool IntFlag(std::string_view arg, std::string_view prefix, long long min,
   return true;
 }
 
+// Sets *out to the GiB of `list` ("1,4,16"), each in [1, 64]; false, with
+// a message, if one is not.
+bool GibList(std::string_view list, std::vector<int64_t>* out) {
+  out->clear();
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string item(list.substr(start, comma - start));
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 64) {
+      std::fprintf(stderr,
+                   "rocksdcp_bench: bad value in --sizes=%.*s (GiB, 1-64, "
+                   "separated by commas)\n",
+                   static_cast<int>(list.size()), list.data());
+      return false;
+    }
+    out->push_back(v);
+    start = comma + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status Errno(std::string_view what, const std::string& path) {
@@ -99,6 +121,12 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
       config->checkpoints = true;
     } else if (arg == "--items") {
       config->items = true;
+    } else if (arg == "--sizes") {
+      config->sizes_gib = {1, 4, 16};
+    } else if (arg.starts_with("--sizes=")) {
+      if (!GibList(arg.substr(std::strlen("--sizes=")), &config->sizes_gib)) {
+        return false;
+      }
     } else if (arg == "--tools") {
 #ifdef ROCKSDCP_BENCH_TOOLS
       config->tools = true;
@@ -138,6 +166,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "(stores of 1, 100, 1,000)\n"
             "  --items      also run BM_ItemsSave / BM_ItemsLoad on 1,000, "
             "100,000 and 1,000,000 tensors of 1 KiB\n"
+            "  --sizes[=G,...]  also run the size cases (BM_Size*) on a "
+            "state dict of each G GiB,\n"
+            "               in order, with raw baselines of the same bytes "
+            "(default: 1,4,16)\n"
             "  --tools      also run BM_ExportSafetensors / "
             "BM_ImportSafetensors on W1-W3\n"
             "  --piece_kib=N  every save cuts pieces of at most N KiB "

@@ -6,8 +6,9 @@
 // on W1-W4, async save, the --rss_gib case), incremental_bench.cc
 // (incremental saves: W5, W6 and W2 changed between saves), ranks_bench.cc
 // (opt-in rank scaling), tools_bench.cc (opt-in safetensors export and
-// import), store_scale_bench.cc (opt-in checkpoints in one store);
-// workloads.h the state dicts; bench_main.cc the order they run
+// import), store_scale_bench.cc (opt-in checkpoints in one store),
+// items_bench.cc (opt-in item counts), size_bench.cc (opt-in state dict
+// sizes); workloads.h the state dicts; bench_main.cc the order they run
 // in. benchmarks/README.md has the how-to.
 
 #ifndef ROCKSDCP_BENCHMARKS_BENCH_UTIL_H_
@@ -49,6 +50,10 @@ struct Config {
   // --items: also run the item-count cases (items_bench.cc: 1,000, 100,000
   // and 1,000,000 tensors of 1 KiB).
   bool items = false;
+  // --sizes=G,...: also run the size cases (size_bench.cc) on a state dict
+  // of each of these GiB, in this order; --sizes alone: 1, 4 and 16. Empty:
+  // off.
+  std::vector<int64_t> sizes_gib;
   // --piece_kib=N: RocksDBWriterOptions::max_piece_bytes for every save
   // (0: the library's default).
   int64_t piece_kib = 0;
@@ -103,6 +108,7 @@ void RegisterIncrementalBenchmarks(const Config& config);
 void RegisterCodecBenchmarks(const Config& config);
 void RegisterStoreScaleBenchmarks(const Config& config);
 void RegisterItemsBenchmarks(const Config& config);
+void RegisterSizeBenchmarks(const Config& config);
 
 // A case: its state, and the program's flags.
 using CaseFn = void (*)(benchmark::State&, const Config&);
@@ -114,6 +120,33 @@ benchmark::internal::Benchmark* Register(const char* name, CaseFn fn,
 // What every case sets: a fixed iteration count, wall-clock time (this is
 // I/O), milliseconds.
 void SetCommon(benchmark::internal::Benchmark* b, int iterations);
+
+// ---- Cases on any workload's data ----
+
+struct WorkloadData;  // workloads.h
+
+// The bodies of cases registered on a workload id, for the case files that
+// choose their data otherwise (size_bench.cc): each runs on `data` as the
+// case named runs on its workload. Reads go to data.destination().
+// The loop of every raw write case (raw_io_bench.cc): `setup`'s status,
+// then `write(path)` into a new file under a fresh directory `name` each
+// iteration; the files go after the loop.
+void TimeWrites(benchmark::State& state, WorkloadData& data, const char* name,
+                Status setup,
+                const std::function<Status(const std::string&)>& write);
+// BM_RawFileWriteFsync and BM_RawFileRead (baselines_bench.cc).
+void RawFileWriteFsync(benchmark::State& state, WorkloadData& data);
+void RawFileRead(benchmark::State& state, WorkloadData& data, bool cold);
+// BM_RawWriteDirect and BM_RawReadDirect (raw_io_bench.cc).
+void RawWriteDirect(benchmark::State& state, WorkloadData& data, int writers);
+void RawReadDirect(benchmark::State& state, WorkloadData& data,
+                   int queue_depth);
+// BM_RssSave and BM_RssLoad (workload_bench.cc). RssLoad loads back into
+// data.source, checks it against its seed and frees the slot
+// (DropWorkload): the next user of it must not find the zeroes of a failed
+// load.
+void RssSave(benchmark::State& state, WorkloadData& data, const Config& config);
+void RssLoad(benchmark::State& state, WorkloadData& data, const Config& config);
 
 // ---- A busy machine ----
 

@@ -19,6 +19,8 @@ Pairing (by the `wl` and `cold` counters each case reports):
   a cold load -> the best raw cold read of the same workload: the fastest
       of BM_RawFileRead/cold:1, BM_RawReadDirect (queue depth 1-8) and
       BM_DdRead;
+  (both of the same bytes too: the --sizes cases, BM_Size*, are all
+      workload 0, one size per `bytes`;)
   a warm load -> BM_RawFileRead/cold:0 of the same workload;
   BM_LoadResharded (W4) -> BM_Load of W2 at the same temperature, and cold
       also the best raw cold read of W2;
@@ -58,6 +60,10 @@ give:
                                      staging pool for BM_RssAsyncSave;
                                      mapped file pages are shown apart
                                      (file_added_mib)
+  state dict sizes (--sizes)         each size's save and cold load ratio
+                                     >= 0.9 x the smallest size's, and its
+                                     rss_added_mib <= 1.1 x the smallest
+                                     size's + 16 MiB (a table of their own)
 
 With --benchmark_repetitions, the median aggregate is used. Standard library
 only.
@@ -102,6 +108,14 @@ OPS = {
     # Incremental saves (incremental_bench.cc), paired by their base arg.
     "BM_SaveChanged": ("changed-save", True),
     "BM_LoadChanged": ("changed-load", True),
+    # State dict sizes (size_bench.cc, --sizes): workload 0 at each size,
+    # told apart by their bytes.
+    "BM_SizeRawFileWriteFsync": ("raw-write", False),
+    "BM_SizeRawWriteDirect": ("raw-write", False),
+    "BM_SizeRawFileRead": ("raw-read", False),
+    "BM_SizeRawReadDirect": ("raw-read", False),
+    "BM_SizeSave": ("write", True),
+    "BM_SizeLoad": ("read", True),
 }
 
 W3_ITEMS_PER_S = 100_000
@@ -114,6 +128,12 @@ INCREMENTAL_SPEEDUP = {5: 4.0, 2: 0.9}
 INCREMENTAL_LOAD = 0.9
 WRITTEN_PER_CHANGED = 1.2
 WRITTEN_CHECKED = (5, 2)
+# State dict sizes: every size's ratio to its best raw case at least this
+# much of the smallest size's, and its RSS added at most SIZE_RSS_GROWTH x
+# the smallest size's plus SIZE_RSS_SLACK_MIB (allocator noise).
+SIZE_RATIO = 0.9
+SIZE_RSS_GROWTH = 1.1
+SIZE_RSS_SLACK_MIB = 16
 
 
 def load_runs(path):
@@ -255,10 +275,11 @@ def main():
                 return r
         return None
 
-    def best(kind, wl, cold=None):
-        """The fastest baseline of `kind` on workload `wl` (at `cold`)."""
+    def best(kind, wl, cold=None, nbytes=None):
+        """The fastest baseline of `kind` on workload `wl` (at `cold`, of `nbytes`)."""
         found = [r for r in rows if r.kind == kind and r.wl == wl and r.error is None
-                 and r.bps and (cold is None or r.cold == cold)]
+                 and r.bps and (cold is None or r.cold == cold)
+                 and (nbytes is None or r.entry.get("bytes") == nbytes)]
         return max(found, key=lambda r: r.bps) if found else None
 
     def pair(r, base, label=None):
@@ -280,9 +301,9 @@ def main():
             r.vs = "(baseline)"
             continue
         if r.kind == "write":
-            pair(r, best("raw-write", r.wl))
+            pair(r, best("raw-write", r.wl, nbytes=r.entry.get("bytes")))
         elif r.kind == "read" and r.cold == 1:
-            pair(r, best("raw-read", r.wl, 1))
+            pair(r, best("raw-read", r.wl, 1, r.entry.get("bytes")))
         elif r.kind == "read":
             pair(r, find("BM_RawFileRead", r.wl, r.cold))
         elif r.kind == "resharded":
@@ -418,6 +439,39 @@ def main():
                            fmt(e.get("store_bytes") and e["store_bytes"] / MIB, ".0f")),
             "{:.2f}".format(written / (changed + MIB)), result))
 
+    # State dict sizes: each size's ratios and RSS against the smallest's.
+    size_checks = []
+    sizes = []
+    by_size = {}
+    for r in rows:
+        if r.op in ("BM_SizeSave", "BM_SizeLoad") and r.error is None and "gib" in r.args:
+            by_size.setdefault(r.args["gib"], {})[r.op] = r
+    smallest = by_size[min(by_size)] if by_size else {}
+
+    def size_check(r, ref):
+        """Ratio and RSS of `r` against `ref`, the smallest size's same case."""
+        if r is None or ref is None:
+            return "-", ""
+        of = r.ratio / ref.ratio if r.ratio and ref.ratio else None
+        added, ref_added = r.entry.get("rss_added_mib"), ref.entry.get("rss_added_mib")
+        ok = of is not None and of >= SIZE_RATIO
+        rss_ok = (added is not None and ref_added is not None
+                  and added <= SIZE_RSS_GROWTH * ref_added + SIZE_RSS_SLACK_MIB)
+        if r is not ref:
+            size_checks.extend([ok, rss_ok])
+        return fmt(of, ".2f"), "" if r is ref else "{}/{}".format(
+            "PASS" if ok else "MISS", "PASS" if rss_ok else "MISS")
+
+    for gib in sorted(by_size):
+        cells = ["{}".format(gib)]
+        for op in ("BM_SizeSave", "BM_SizeLoad"):
+            r = by_size[gib].get(op)
+            of, result = size_check(r, smallest.get(op))
+            cells += [fmt(r and r.bps and r.bps / 1e6, ".0f"), r.vs if r else "-",
+                      fmt(r and r.ratio, ".2f"), of,
+                      fmt(r and r.entry.get("rss_added_mib"), ".0f"), result]
+        sizes.append(cells)
+
     # What one row can't say.
     notes = []
     for op, what in (("BM_Save", "save"), ("BM_Load", "warm load")):
@@ -442,11 +496,14 @@ def main():
                              e.get("live_mib", 0)))
     checks = ([r.result.split(" ")[0] for r in rows if r.result]
               + [r.rss_check for r in rows if r.rss_check]
-              + ["PASS" if ok else "MISS" for ok in written_checks])
+              + ["PASS" if ok else "MISS" for ok in written_checks + size_checks])
     written = ""
     if written_checks:
         written = "; written bytes: {} PASS, {} MISS".format(written_checks.count(True),
                                                              written_checks.count(False))
+    if size_checks:
+        written += "; sizes: {} PASS, {} MISS".format(size_checks.count(True),
+                                                      size_checks.count(False))
     notes.append("targets: {} PASS, {} MISS (throughput and time: {} PASS, {} MISS; "
                  "RSS: {} PASS, {} MISS{})".format(
                      checks.count("PASS"), checks.count("MISS"),
@@ -468,6 +525,16 @@ def main():
                      "written <= 1.2 x changed + 1 MiB"),
                     ("<", ">", ">", ">", ">", ">", ">", ">", ">", ">", ">", ">", "<"),
                     incremental)
+    if sizes:
+        print()
+        print("State dict sizes (BM_SizeSave, BM_SizeLoad cold, --sizes; the ratio to the best raw "
+              "case of the same bytes, and that ratio over the smallest size's; result: "
+              "ratio >= {:g}x the smallest size's / +RSS <= {:g}x its + {} MiB):".format(
+                  SIZE_RATIO, SIZE_RSS_GROWTH, SIZE_RSS_SLACK_MIB))
+        print()
+        print_table(("GiB", "save MB/s", "vs", "ratio", "of smallest", "+RSS MiB", "result",
+                     "load MB/s", "vs", "ratio", "of smallest", "+RSS MiB", "result"),
+                    (">", ">", "<", ">", ">", ">", "<", ">", "<", ">", ">", ">", "<"), sizes)
     print()
     for n in notes:
         print("- " + n)

@@ -255,29 +255,6 @@ Status RunCommand(std::vector<std::string> args) {
   return Status::OK();
 }
 
-// The loop of every write case: `write(path)` into a new file each
-// iteration.
-void TimeWrites(benchmark::State& state, WorkloadData& data, const char* name,
-                Status setup,
-                const std::function<Status(const std::string&)>& write) {
-  const std::string dir = FreshDir(name);
-  int n = 0;
-  Status s = std::move(setup);
-  const RssMeter rss;
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  for (auto _ : state) {
-    if (s.ok()) s = write(dir + "/file-" + std::to_string(n++));
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
-  rss.Report(state);
-  SetCounters(state, data.source.total_bytes(), data.source.items(),
-              data.source.spec().id);
-  RemoveDir(dir);
-}
-
 // The loop of every cold read case: the payload written to a file first,
 // then `read(path)` of it each iteration, after dropping it from the page
 // cache (O_DIRECT bypasses it; the drop costs nothing then).
@@ -317,14 +294,8 @@ void BM_RawWriteSyncRange(benchmark::State& state, const Config& config) {
 
 // Args: wl, writers.
 void BM_RawWriteDirect(benchmark::State& state, const Config& config) {
-  WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
-  const Stream stream(data.source.Payload());
-  std::vector<AlignedBuffer> buffers =
-      Buffers(static_cast<int>(state.range(1)));
-  TimeWrites(state, data, "raw-direct", Status::OK(),
-             [&](const std::string& path) {
-               return WriteDirect(path, stream, buffers);
-             });
+  RawWriteDirect(state, GetWorkload(static_cast<int>(state.range(0)), config),
+                 static_cast<int>(state.range(1)));
 }
 
 // Args: wl.
@@ -344,13 +315,8 @@ void BM_DdWrite(benchmark::State& state, const Config& config) {
 
 // Args: wl, qd.
 void BM_RawReadDirect(benchmark::State& state, const Config& config) {
-  WorkloadData& data = GetWorkload(static_cast<int>(state.range(0)), config);
-  const Stream stream(data.dest->Payload());
-  std::vector<AlignedBuffer> buffers =
-      Buffers(static_cast<int>(state.range(1)));
-  TimeColdReads(state, data, "raw-read-direct", [&](const std::string& path) {
-    return ReadDirect(path, stream, buffers);
-  });
+  RawReadDirect(state, GetWorkload(static_cast<int>(state.range(0)), config),
+                static_cast<int>(state.range(1)));
 }
 
 // Args: wl.
@@ -363,6 +329,45 @@ void BM_DdRead(benchmark::State& state, const Config& config) {
 }
 
 }  // namespace
+
+void TimeWrites(benchmark::State& state, WorkloadData& data, const char* name,
+                Status setup,
+                const std::function<Status(const std::string&)>& write) {
+  const std::string dir = FreshDir(name);
+  int n = 0;
+  Status s = std::move(setup);
+  const RssMeter rss;
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  for (auto _ : state) {
+    if (s.ok()) s = write(dir + "/file-" + std::to_string(n++));
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              data.source.spec().id);
+  RemoveDir(dir);
+}
+
+void RawWriteDirect(benchmark::State& state, WorkloadData& data, int writers) {
+  const Stream stream(data.source.Payload());
+  std::vector<AlignedBuffer> buffers = Buffers(writers);
+  TimeWrites(state, data, "raw-direct", Status::OK(),
+             [&](const std::string& path) {
+               return WriteDirect(path, stream, buffers);
+             });
+}
+
+void RawReadDirect(benchmark::State& state, WorkloadData& data,
+                   int queue_depth) {
+  const Stream stream(data.destination().Payload());
+  std::vector<AlignedBuffer> buffers = Buffers(queue_depth);
+  TimeColdReads(state, data, "raw-read-direct", [&](const std::string& path) {
+    return ReadDirect(path, stream, buffers);
+  });
+}
 
 void RegisterRawIoBenchmarks(const Config& c, int wl) {
   const int it = c.iterations;

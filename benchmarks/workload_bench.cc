@@ -279,22 +279,7 @@ void BM_AsyncSaveW2(benchmark::State& state, const Config& config) {
 
 // Args: gib. Saves the --rss_gib state dict once.
 void BM_RssSave(benchmark::State& state, const Config& config) {
-  WorkloadData& data = GetWorkload(0, config);
-  const StateDict dict = data.source.Dict();
-  ScratchStore store("rss-save", config.profile.store);
-  Status s = store.status();
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  const RssMeter rss;
-  for (auto _ : state) {
-    s = SaveOnce(*store, dict, "ckpt", config);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
-  rss.Report(state);
-  SetCounters(state, data.source.total_bytes(), data.source.items(),
-              /*workload=*/0);
+  RssSave(state, GetWorkload(0, config), config);
 }
 
 // Args: gib. Saves the --rss_gib state dict once through an
@@ -335,7 +320,34 @@ void BM_RssAsyncSave(benchmark::State& state, const Config& config) {
 // back cold into the same memory (there is no second copy of it), and
 // checks it against its seed.
 void BM_RssLoad(benchmark::State& state, const Config& config) {
-  WorkloadData& data = GetWorkload(0, config);
+  RssLoad(state, GetWorkload(0, config), config);
+}
+
+}  // namespace
+
+// Each iteration a new checkpoint id, by a new writer.
+void RssSave(benchmark::State& state, WorkloadData& data,
+             const Config& config) {
+  const StateDict dict = data.source.Dict();
+  ScratchStore store("rss-save", config.profile.store);
+  Status s = store.status();
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+  const RssMeter rss;
+  int n = 0;
+  for (auto _ : state) {
+    s = SaveOnce(*store, dict, "ckpt-" + std::to_string(n++), config);
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  rss.Report(state);
+  SetCounters(state, data.source.total_bytes(), data.source.items(),
+              data.source.spec().id);
+}
+
+void RssLoad(benchmark::State& state, WorkloadData& data,
+             const Config& config) {
   StateDict dict = data.source.Dict();
   ScratchStore store("rss-load", config.profile.store);
   Status s = store.status();
@@ -353,15 +365,12 @@ void BM_RssLoad(benchmark::State& state, const Config& config) {
   }
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
-              /*workload=*/0, /*cold=*/1);
+              data.source.spec().id, /*cold=*/1);
   if (s.ok() && !data.source.MatchesSeed(data.seed)) {
     state.SkipWithError("loaded data differ from the saved data");
   }
-  // The next user of the slot must not find zeroes.
   DropWorkload();
 }
-
-}  // namespace
 
 void RegisterWorkloadBenchmarks(const Config& c, int wl) {
   const int it = c.iterations;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 namespace rocksdcp::bench {
@@ -13,6 +14,14 @@ std::string Layer(int layer, const char* rest) {
   char name[96];
   std::snprintf(name, sizeof(name), "model.layers.%d.%s", layer, rest);
   return name;
+}
+
+// W1's shape at `gib` GiB, as workload 0: the --rss_gib and --sizes state
+// dicts.
+WorkloadSpec SizeSpec(int64_t gib) {
+  WorkloadSpec spec = W1Spec(static_cast<uint64_t>(gib) << 30);
+  spec.id = 0;
+  return spec;
 }
 
 // The rows of `rows` that rank `rank` of `ranks` holds: [begin, end).
@@ -154,11 +163,8 @@ WorkloadSpec SpecFor(int id, const Config& config) {
       return W5Spec(config.w2_hidden, config.w2_hidden / 16);
     case 6:
       return W6Spec(config.w6_rows);
-    default: {
-      WorkloadSpec spec = W1Spec(static_cast<uint64_t>(config.rss_gib) << 30);
-      spec.id = 0;
-      return spec;
-    }
+    default:
+      return SizeSpec(config.rss_gib);
   }
 }
 
@@ -288,25 +294,39 @@ std::vector<iovec> StateData::Payload() {
 namespace {
 
 std::unique_ptr<WorkloadData> g_current;
-int g_current_id = -1;
+// What it holds: a workload id and, for id 0, its GiB (0 for the others).
+std::pair<int, int64_t> g_current_key{-1, 0};
+
+// The slot's data, built from `spec()` (freeing what the slot held first)
+// unless the slot holds `key` already.
+WorkloadData& Current(std::pair<int, int64_t> key,
+                      const std::function<WorkloadSpec()>& spec) {
+  if (g_current == nullptr || g_current_key != key) {
+    DropWorkload();
+    const int id = key.first;
+    g_current = std::make_unique<WorkloadData>(
+        spec(), 1'000'003ull * static_cast<uint64_t>(id + 1),
+        /*with_dest=*/id != 0 && id != 6);
+    g_current_key = key;
+  }
+  return *g_current;
+}
 
 }  // namespace
 
 WorkloadData& GetWorkload(int id, const Config& config) {
   if (id == 4) id = 2;
-  if (g_current == nullptr || g_current_id != id) {
-    DropWorkload();
-    g_current = std::make_unique<WorkloadData>(
-        SpecFor(id, config), 1'000'003ull * static_cast<uint64_t>(id + 1),
-        /*with_dest=*/id != 0 && id != 6);
-    g_current_id = id;
-  }
-  return *g_current;
+  return Current({id, id == 0 ? config.rss_gib : 0},
+                 [&] { return SpecFor(id, config); });
+}
+
+WorkloadData& GetSizeWorkload(int64_t gib) {
+  return Current({0, gib}, [gib] { return SizeSpec(gib); });
 }
 
 void DropWorkload() {
   g_current.reset();
-  g_current_id = -1;
+  g_current_key = {-1, 0};
 }
 
 }  // namespace rocksdcp::bench

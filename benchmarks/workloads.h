@@ -54,7 +54,7 @@ struct BytesSpec {
 };
 
 struct WorkloadSpec {
-  int id = 0;  // 1..3, 5, 6, or 0 for the --rss_gib state dict.
+  int id = 0;  // 1..3, 5, 6, or 0 for the --rss_gib and --sizes ones.
   std::vector<TensorSpec> tensors;
   std::vector<BytesSpec> byte_items;
 
@@ -138,8 +138,12 @@ struct WorkloadData {
         dest(with_dest ? std::make_unique<StateData>(spec, 0) : nullptr) {}
   const uint64_t seed;
   StateData source;
-  // Null for the --rss_gib state dict and W6 (saved only).
+  // Null for the --rss_gib and --sizes state dicts and W6 (saved only).
   std::unique_ptr<StateData> dest;
+
+  // Where a load or a raw read of it goes: `dest`, or back into `source`
+  // where it has none.
+  StateData& destination() { return dest ? *dest : source; }
 };
 
 // The data of workload `id` (4 means W2's) at `config`'s sizes. The cases of
@@ -149,6 +153,10 @@ struct WorkloadData {
 // that workload's (and its destination's), nothing else. `id` 0 is the
 // --rss_gib state dict, which has no destination, nor has W6.
 WorkloadData& GetWorkload(int id, const Config& config);
+// The --sizes state dict of `gib` GiB (size_bench.cc): the --rss_gib one's
+// shape and seed at that size, in the same slot, so that it too is the
+// only state dict resident.
+WorkloadData& GetSizeWorkload(int64_t gib);
 // Frees the current workload (main calls this at exit).
 void DropWorkload();
 
