@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   if (config.ranks) bench::RegisterRanksBenchmarks(config);
   if (config.checkpoints) bench::RegisterStoreScaleBenchmarks(config);
   if (config.items) bench::RegisterItemsBenchmarks(config);
+  bench::RegisterAgedBenchmarks(config);
   benchmark::AddCustomContext("rocksdcp_bench.profile", config.profile_name);
   benchmark::AddCustomContext("rocksdcp_bench.quick",
                               config.quick ? "true" : "false");

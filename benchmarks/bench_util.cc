@@ -127,6 +127,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
       if (!GibList(arg.substr(std::strlen("--sizes=")), &config->sizes_gib)) {
         return false;
       }
+    } else if (arg.starts_with("--aged_prepare=")) {
+      config->aged_prepare_dir = arg.substr(std::strlen("--aged_prepare="));
+    } else if (arg.starts_with("--aged=")) {
+      config->aged_dir = arg.substr(std::strlen("--aged="));
     } else if (arg == "--tools") {
 #ifdef ROCKSDCP_BENCH_TOOLS
       config->tools = true;
@@ -170,6 +174,10 @@ bool ParseOwnFlags(int* argc, char** argv, Config* config) {
             "state dict of each G GiB,\n"
             "               in order, with raw baselines of the same bytes "
             "(default: 1,4,16)\n"
+            "  --aged_prepare=DIR  write W1's and W2's files for the aged "
+            "cold loads into DIR\n"
+            "  --aged=DIR   run the aged cold loads (BM_Aged*) on DIR's "
+            "files, first read and reread\n"
             "  --tools      also run BM_ExportSafetensors / "
             "BM_ImportSafetensors on W1-W3\n"
             "  --piece_kib=N  every save cuts pieces of at most N KiB "

@@ -54,6 +54,11 @@ struct Config {
   // of each of these GiB, in this order; --sizes alone: 1, 4 and 16. Empty:
   // off.
   std::vector<int64_t> sizes_gib;
+  // --aged_prepare=DIR: write W1's and W2's files for the aged cold-load
+  // cases into DIR (aged_bench.cc); --aged=DIR: run those cases on them,
+  // hours later, when the VM's host no longer caches them.
+  std::string aged_prepare_dir;
+  std::string aged_dir;
   // --piece_kib=N: RocksDBWriterOptions::max_piece_bytes for every save
   // (0: the library's default).
   int64_t piece_kib = 0;
@@ -109,6 +114,7 @@ void RegisterCodecBenchmarks(const Config& config);
 void RegisterStoreScaleBenchmarks(const Config& config);
 void RegisterItemsBenchmarks(const Config& config);
 void RegisterSizeBenchmarks(const Config& config);
+void RegisterAgedBenchmarks(const Config& config);
 
 // A case: its state, and the program's flags.
 using CaseFn = void (*)(benchmark::State&, const Config&);
@@ -141,6 +147,11 @@ void RawFileRead(benchmark::State& state, WorkloadData& data, bool cold);
 void RawWriteDirect(benchmark::State& state, WorkloadData& data, int writers);
 void RawReadDirect(benchmark::State& state, WorkloadData& data,
                    int queue_depth);
+// BM_RawReadDirect's read of a payload file into `iov` in order: O_DIRECT,
+// `queue_depth` threads with one 8 MiB pread each in flight. Its aligned
+// buffers are allocated (and touched) here, not in the returned call.
+std::function<Status(const std::string&)> DirectReadInto(
+    std::vector<iovec> iov, int queue_depth);
 // BM_RssSave and BM_RssLoad (workload_bench.cc). RssLoad loads back into
 // data.source, checks it against its seed and frees the slot
 // (DropWorkload): the next user of it must not find the zeroes of a failed

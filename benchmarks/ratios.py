@@ -20,7 +20,8 @@ Pairing (by the `wl` and `cold` counters each case reports):
       of BM_RawFileRead/cold:1, BM_RawReadDirect (queue depth 1-8) and
       BM_DdRead;
   (both of the same bytes too: the --sizes cases, BM_Size*, are all
-      workload 0, one size per `bytes`;)
+      workload 0, one size per `bytes`; and the --aged cases, BM_Aged*,
+      within their `regime`, first read or reread;)
   a warm load -> BM_RawFileRead/cold:0 of the same workload;
   BM_LoadResharded (W4) -> BM_Load of W2 at the same temperature, and cold
       also the best raw cold read of W2;
@@ -39,6 +40,7 @@ Targets (from the issue), checked on the cases with default options
 give:
   save W1, W2                        >= 0.9 x the best raw write
   load cold W1, W2                   >= 0.9 x the best raw cold read
+                                     (BM_AgedLoad too, in its regime)
   load warm W1, W2 (XXH3 verified)   >= 0.85 x memcpy (BM_Memcpy)
   W3 save, W3 load (warm and cold)   >= 100,000 items/s
   W4 resharded load, warm            >= 0.8 x W2 warm load
@@ -116,6 +118,10 @@ OPS = {
     "BM_SizeRawReadDirect": ("raw-read", False),
     "BM_SizeSave": ("write", True),
     "BM_SizeLoad": ("read", True),
+    # Aged cold loads (aged_bench.cc, --aged): paired within their regime.
+    "BM_AgedRawFileRead": ("raw-read", False),
+    "BM_AgedRawReadDirect": ("raw-read", False),
+    "BM_AgedLoad": ("read", True),
 }
 
 W3_ITEMS_PER_S = 100_000
@@ -275,11 +281,13 @@ def main():
                 return r
         return None
 
-    def best(kind, wl, cold=None, nbytes=None):
-        """The fastest baseline of `kind` on workload `wl` (at `cold`, of `nbytes`)."""
+    def best(kind, wl, cold=None, nbytes=None, regime=None):
+        """The fastest baseline of `kind` on workload `wl` (at `cold`, of
+        `nbytes`, in the aged cases' `regime`: None for every other case)."""
         found = [r for r in rows if r.kind == kind and r.wl == wl and r.error is None
                  and r.bps and (cold is None or r.cold == cold)
-                 and (nbytes is None or r.entry.get("bytes") == nbytes)]
+                 and (nbytes is None or r.entry.get("bytes") == nbytes)
+                 and r.entry.get("regime") == regime]
         return max(found, key=lambda r: r.bps) if found else None
 
     def pair(r, base, label=None):
@@ -303,7 +311,8 @@ def main():
         if r.kind == "write":
             pair(r, best("raw-write", r.wl, nbytes=r.entry.get("bytes")))
         elif r.kind == "read" and r.cold == 1:
-            pair(r, best("raw-read", r.wl, 1, r.entry.get("bytes")))
+            pair(r, best("raw-read", r.wl, 1, r.entry.get("bytes"),
+                         r.entry.get("regime")))
         elif r.kind == "read":
             pair(r, find("BM_RawFileRead", r.wl, r.cold))
         elif r.kind == "resharded":
@@ -328,7 +337,7 @@ def main():
                 check(r, r.ratio >= 0.9, ">= 0.9x best raw write")
         elif r.op == "BM_Load" and r.args.get("reuse", 1) == 0:
             pass  # The comparison, not a target: see the notes.
-        elif r.op == "BM_Load" and r.wl in (1, 2) and r.cold == 1:
+        elif (r.op == "BM_Load" and r.wl in (1, 2) and r.cold == 1) or r.op == "BM_AgedLoad":
             if r.ratio is not None:
                 check(r, r.ratio >= 0.9, ">= 0.9x best raw cold read")
         elif r.op == "BM_Load" and r.wl in (1, 2) and r.cold == 0 and r.bps:

@@ -369,6 +369,16 @@ void RawReadDirect(benchmark::State& state, WorkloadData& data,
   });
 }
 
+std::function<Status(const std::string&)> DirectReadInto(
+    std::vector<iovec> iov, int queue_depth) {
+  auto stream = std::make_shared<const Stream>(std::move(iov));
+  auto buffers =
+      std::make_shared<std::vector<AlignedBuffer>>(Buffers(queue_depth));
+  return [stream, buffers](const std::string& path) {
+    return ReadDirect(path, *stream, *buffers);
+  };
+}
+
 void RegisterRawIoBenchmarks(const Config& c, int wl) {
   const int it = c.iterations;
   SetCommon(Register("BM_RawWriteSyncRange", BM_RawWriteSyncRange, c)
