@@ -1,13 +1,17 @@
 // Item counts (issue #39): what a save and a load cost per item as a state
 // dict holds more of them. Opt-in (--items): N tensors of 1 KiB each
 // (fp32 [256], named as Adam's state is: optim.state.<i>.exp_avg), for N
-// of 1,000, 100,000 and 1,000,000 (--quick: 1,000, 10,000, 100,000).
+// of 1,000, 100,000 and 1,000,000 (--quick: 1,000, 10,000, 100,000); and
+// the same N beside 8 large tensors of 64 MiB (large:1), a model's
+// weights, 512 MiB in all (--quick: 4 MiB each).
 //
-//   BM_ItemsSave/items:N  one Save of the N tensors as a new checkpoint,
-//                         through a writer that saved them once already
-//   BM_ItemsLoad/items:N  a new reader and one Load of them, warm
-//                         (TimeLoads: the store's files read into the page
-//                         cache, and one load made untimed first)
+//   BM_ItemsSave/items:N/large:L  one Save of the tensors as a new
+//                                 checkpoint, through a writer that saved
+//                                 them once already
+//   BM_ItemsLoad/items:N/large:L  a new reader and one Load of them, warm
+//                                 (TimeLoads: the store's files read into
+//                                 the page cache, and one load made
+//                                 untimed first)
 //
 // Counters: time_per_item, bytes_per_second, and the RssMeter's (bench_util.h):
 // what the case added above the state dict and its load destination, which
@@ -29,24 +33,41 @@ namespace rocksdcp::bench {
 namespace {
 
 constexpr int64_t kItemFloats = 256;
+constexpr int kLargeTensors = 8;
 
-WorkloadSpec ItemsSpec(int64_t n) {
+// `n` small tensors, and with `large_rows` > 0 kLargeTensors fp32 tensors of
+// [large_rows, 4096] too.
+WorkloadSpec ItemsSpec(int64_t n, int64_t large_rows) {
   WorkloadSpec spec;
-  spec.tensors.reserve(static_cast<size_t>(n));
+  spec.tensors.reserve(static_cast<size_t>(n) + kLargeTensors);
   for (int64_t i = 0; i < n; ++i) {
     spec.tensors.push_back({"optim.state." + std::to_string(i) + ".exp_avg",
                             DType::kFloat32,
                             {kItemFloats}});
   }
+  for (int i = 0; large_rows > 0 && i < kLargeTensors; ++i) {
+    spec.tensors.push_back({"model.layers." + std::to_string(i) + ".weight",
+                            DType::kFloat32,
+                            {large_rows, 4096}});
+  }
   return spec;
 }
 
-// The source state dict of `n` items, built on first use and kept.
-StateData& Source(int64_t n) {
-  static auto* built = new std::map<int64_t, std::unique_ptr<StateData>>();
-  auto& slot = (*built)[n];
-  if (!slot) slot = std::make_unique<StateData>(ItemsSpec(n), /*seed=*/11);
-  return *slot;
+// The source state dict of the case's args (items, large), built on first
+// use and kept while the next case has the same args; one at a time.
+StateData& Source(benchmark::State& state, const Config& config) {
+  static auto* built = new std::pair<std::pair<int64_t, int64_t>,
+                                     std::unique_ptr<StateData>>();
+  const std::pair<int64_t, int64_t> key{state.range(0), state.range(1)};
+  if (!built->second || built->first != key) {
+    built->second.reset();
+    // 64 MiB each, or 4 MiB with --quick.
+    const int64_t rows = key.second == 0 ? 0 : config.quick ? 256 : 4096;
+    built->second =
+        std::make_unique<StateData>(ItemsSpec(key.first, rows), /*seed=*/11);
+    built->first = key;
+  }
+  return *built->second;
 }
 
 // time_per_item: the case's real time per iteration over its items, in
@@ -67,8 +88,9 @@ Status SaveAs(RocksDBStorageWriter* writer, StateData& data,
   return Save(data.Dict(), *writer, {.checkpoint_id = id}).status();
 }
 
+// Args: items, large.
 void BM_ItemsSave(benchmark::State& state, const Config& config) {
-  StateData& data = Source(state.range(0));
+  StateData& data = Source(state, config);
   ScratchStore store("items-save", config.profile.store);
   auto writer = store.status().ok()
                     ? store->NewWriter(config.profile.writer)
@@ -90,8 +112,9 @@ void BM_ItemsSave(benchmark::State& state, const Config& config) {
   SetItemCounters(state, data);
 }
 
+// Args: items, large.
 void BM_ItemsLoad(benchmark::State& state, const Config& config) {
-  StateData& source = Source(state.range(0));
+  StateData& source = Source(state, config);
   StateData dest(source.spec(), /*seed=*/0);
   ScratchStore store("items-load", config.profile.store);
   Status s = store.status();
@@ -125,8 +148,10 @@ void RegisterItemsBenchmarks(const Config& config) {
            {"BM_ItemsSave", BM_ItemsSave}, {"BM_ItemsLoad", BM_ItemsLoad}}) {
     auto* b = Register(name, fn, config);
     SetCommon(b, 1);
-    b->ArgName("items");
-    for (int64_t n : counts) b->Arg(n);
+    b->ArgNames({"items", "large"});
+    for (int64_t large : {0, 1}) {
+      for (int64_t n : counts) b->Args({n, large});
+    }
   }
 }
 
