@@ -108,13 +108,9 @@ void BM_AgedPrepare(benchmark::State& state, const Config& config) {
   const int wl = static_cast<int>(state.range(0));
   WorkloadData& data = GetWorkload(wl, config);
   const std::string dir = WorkloadDir(config.aged_prepare_dir, wl);
-  for (auto _ : state) {
-    const Status s = Prepare(dir, data.source, config);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
+  TimeEach(state, Status::OK(), [&](int) {
+    return Prepare(dir, data.source, config);
+  }).IgnoreError();
 }
 
 // One aged case, in `regime` (its last arg): `read(path)` once into
@@ -126,16 +122,11 @@ void TimeAgedRead(benchmark::State& state, WorkloadData& data,
                   const std::function<Status(const std::string&)>& read) {
   const std::string path = dir + "/" + name;
   const Result<double> age = AgeOf(dir, data.source);
-  Status s = age.status();
   const RssMeter rss;
-  for (auto _ : state) {
-    if (s.ok()) s = DropDirCache(dir);
-    if (s.ok()) s = read(path);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
+  const Status s = TimeEach(state, age.status(), [&](int) {
+    const Status dropped = DropDirCache(dir);
+    return dropped.ok() ? read(path) : dropped;
+  });
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id, /*cold=*/1);

@@ -367,16 +367,10 @@ void BM_NaiveRocksDBSave(benchmark::State& state, const Config& config) {
   const std::string dir = FreshDir("naive-save");
   Status s;
   std::unique_ptr<rocksdb::DB> db = OpenNaiveDb(dir, &s);
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  int n = 0;
   const RssMeter rss;
-  for (auto _ : state) {
-    s = NaiveSave(*db, data.source, "iter-" + std::to_string(n++) + "/");
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
+  TimeEach(state, s, [&](int n) {
+    return NaiveSave(*db, data.source, "iter-" + std::to_string(n) + "/");
+  }).IgnoreError();
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id);

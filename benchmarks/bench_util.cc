@@ -369,27 +369,41 @@ Status ScratchStore::ReopenCold() {
   return Status::OK();
 }
 
-Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
-                 Status setup, const std::function<Status()>& load) {
+Status TimeEach(benchmark::State& state, Status setup,
+                const std::function<Status(int)>& iteration) {
   Status s = std::move(setup);
-  if (s.ok() && !cold) s = WarmDirCache(store.dir());
-  if (s.ok()) s = load();
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  double reopen_ms = 0;
+  if (!s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return s;
+  }
+  int n = 0;
   for (auto _ : state) {
-    if (cold) {
-      const auto start = std::chrono::steady_clock::now();
-      s = store.ReopenCold();
-      reopen_ms += std::chrono::duration<double, std::milli>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
-    }
-    if (s.ok()) s = load();
+    s = iteration(n++);
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
       break;
     }
   }
+  return s;
+}
+
+Status TimeLoads(benchmark::State& state, ScratchStore& store, bool cold,
+                 Status setup, const std::function<Status()>& load) {
+  Status s = std::move(setup);
+  if (s.ok() && !cold) s = WarmDirCache(store.dir());
+  if (s.ok()) s = load();
+  double reopen_ms = 0;
+  s = TimeEach(state, s, [&](int) {
+    if (cold) {
+      const auto start = std::chrono::steady_clock::now();
+      const Status reopened = store.ReopenCold();
+      reopen_ms += std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+      if (!reopened.ok()) return reopened;
+    }
+    return load();
+  });
   if (cold && state.iterations() > 0) {
     state.counters["reopen_ms"] =
         reopen_ms / static_cast<double>(state.iterations());

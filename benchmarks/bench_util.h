@@ -245,6 +245,13 @@ class ScratchStore {
   std::unique_ptr<Store> store_;
 };
 
+// The timing loop of most cases: unless `setup` failed, `iteration(n)` once
+// per benchmark iteration, n counting from 0. The first failure, the
+// setup's included, skips the case with its message and ends the loop;
+// TimeEach returns it (else OK).
+Status TimeEach(benchmark::State& state, Status setup,
+                const std::function<Status(int)>& iteration);
+
 // The load cases' loop, after their setup (`setup` its status): for a
 // warm run, the store's files read into the page cache (WarmDirCache); one
 // untimed load, which checks the setup; then

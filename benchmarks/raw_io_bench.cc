@@ -263,18 +263,14 @@ void TimeColdReads(benchmark::State& state, WorkloadData& data,
                    const std::function<Status(const std::string&)>& read) {
   const std::string dir = FreshDir(name);
   const std::string path = dir + "/file";
-  Status s = WriteFileFsync(path, data.source.Payload());
+  const Status written = WriteFileFsync(path, data.source.Payload());
   const RssMeter rss;
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  for (auto _ : state) {
-    if (s.ok()) s = DropPageCache(path);
+  TimeEach(state, written, [&](int) {
+    Status s = DropPageCache(path);
     if (s.ok()) s = read(path);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
     benchmark::ClobberMemory();
-  }
+    return s;
+  }).IgnoreError();
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id, /*cold=*/1);
@@ -334,17 +330,10 @@ void TimeWrites(benchmark::State& state, WorkloadData& data, const char* name,
                 Status setup,
                 const std::function<Status(const std::string&)>& write) {
   const std::string dir = FreshDir(name);
-  int n = 0;
-  Status s = std::move(setup);
   const RssMeter rss;
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-  for (auto _ : state) {
-    if (s.ok()) s = write(dir + "/file-" + std::to_string(n++));
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
+  TimeEach(state, std::move(setup), [&](int n) {
+    return write(dir + "/file-" + std::to_string(n));
+  }).IgnoreError();
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id);

@@ -330,17 +330,10 @@ void RssSave(benchmark::State& state, WorkloadData& data,
              const Config& config) {
   const StateDict dict = data.source.Dict();
   ScratchStore store("rss-save", config.profile.store);
-  Status s = store.status();
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   const RssMeter rss;
-  int n = 0;
-  for (auto _ : state) {
-    s = SaveOnce(*store, dict, "ckpt-" + std::to_string(n++), config);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
+  TimeEach(state, store.status(), [&](int n) {
+    return SaveOnce(*store, dict, "ckpt-" + std::to_string(n), config);
+  }).IgnoreError();
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id);
@@ -353,16 +346,11 @@ void RssLoad(benchmark::State& state, WorkloadData& data,
   Status s = store.status();
   if (s.ok()) s = SaveOnce(*store, dict, "ckpt", config);
   data.source.Zero();
-  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   const RssMeter rss;
-  for (auto _ : state) {
-    s = store.ReopenCold();
-    if (s.ok()) s = LoadOnce(*store, dict, "ckpt", config);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      break;
-    }
-  }
+  s = TimeEach(state, s, [&](int) {
+    const Status reopened = store.ReopenCold();
+    return reopened.ok() ? LoadOnce(*store, dict, "ckpt", config) : reopened;
+  });
   rss.Report(state);
   SetCounters(state, data.source.total_bytes(), data.source.items(),
               data.source.spec().id, /*cold=*/1);
