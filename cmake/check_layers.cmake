@@ -30,8 +30,9 @@ endif()
 set(model_headers status tensor metadata state_dict)
 set(driver_headers ${model_headers} storage planner checkpoint collective
     async_checkpoint)
-set(all_headers ${driver_headers} rocksdb_store device_profile mpi_collective
-    torch rocksdcp)
+set(store_headers store store_options store_reports diff rocksdb_store)
+set(all_headers ${driver_headers} ${store_headers} device_profile
+    mpi_collective torch rocksdcp)
 
 set(problems "")
 
@@ -77,7 +78,7 @@ check(format src/format DIRS format codec keys util schema
 check(driver src/core DIRS core format codec keys util
       HEADERS ${driver_headers})
 check(backend src/rocksdb DIRS rocksdb format codec keys util schema
-      HEADERS ${driver_headers} rocksdb_store device_profile)
+      HEADERS ${driver_headers} ${store_headers} device_profile)
 check(mpi src/mpi DIRS mpi util HEADERS ${driver_headers} mpi_collective)
 check(torch src/torch DIRS torch util HEADERS ${all_headers})
 check(python python DIRS util HEADERS ${all_headers})

@@ -1,7 +1,7 @@
 // MemoryStorage: an in-memory reference StorageWriter / StorageReader, for
 // tests only.
 //
-// It keeps the observable contract of the RocksDB backend (rocksdb_store.h)
+// It keeps the observable contract of the RocksDB backend (store.h)
 // with none of its machinery, so that the contract suite
 // (storage_contract_test.cc) can run against both, and so that core tests
 // can drive Save/Load without a disk:

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "memory_storage.h"
-#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/store.h"
 
 namespace rocksdcp {
 namespace {

@@ -13,7 +13,7 @@
 #define ROCKSDCP_DEVICE_PROFILE_H_
 
 #include "rocksdcp/async_checkpoint.h"
-#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/store_options.h"
 
 namespace rocksdcp {
 

@@ -7,12 +7,15 @@
 #include "rocksdcp/checkpoint.h"
 #include "rocksdcp/collective.h"
 #include "rocksdcp/device_profile.h"
+#include "rocksdcp/diff.h"
 #include "rocksdcp/metadata.h"
 #include "rocksdcp/planner.h"
-#include "rocksdcp/rocksdb_store.h"
 #include "rocksdcp/state_dict.h"
 #include "rocksdcp/status.h"
 #include "rocksdcp/storage.h"
+#include "rocksdcp/store.h"
+#include "rocksdcp/store_options.h"
+#include "rocksdcp/store_reports.h"
 #include "rocksdcp/tensor.h"
 
 #endif  // ROCKSDCP_ROCKSDCP_H_

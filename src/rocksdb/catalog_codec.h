@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "format/piece_codec.h"
-#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/store_reports.h"
 #include "rocksdcp/status.h"
 
 namespace rocksdcp::format {

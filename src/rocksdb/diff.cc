@@ -13,7 +13,7 @@
 
 #include "rocksdb/catalog_codec.h"
 #include "rocksdb/stored_item.h"
-#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/diff.h"
 #include "util/text.h"
 
 namespace rocksdcp {

@@ -43,7 +43,7 @@
 #include "rocksdb/catalog_codec.h"
 #include "rocksdb/store_impl.h"
 #include "rocksdb/stored_item.h"
-#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/store.h"
 
 namespace rocksdcp {
 

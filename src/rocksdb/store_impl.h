@@ -23,7 +23,7 @@
 
 #include "rocksdb/block_buffer_pool.h"
 #include "rocksdb/store_staging.h"
-#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/store.h"
 
 namespace rocksdcp {
 

@@ -24,7 +24,7 @@
 
 #include "format/piece_codec.h"
 #include "rocksdb/catalog_codec.h"
-#include "rocksdcp/rocksdb_store.h"
+#include "rocksdcp/store.h"
 #include "util/file_lock.h"
 
 namespace rocksdcp {

@@ -134,7 +134,7 @@ class _WriterMethods:
         ``use_direct_writes`` (O_DIRECT staging files: no page cache, least
         CPU) and ``memory_budget`` (bytes a save's writer threads may
         hold; default 512 MiB) are the C++ writer's options of those names
-        (include/rocksdcp/rocksdb_store.h, RocksDBWriterOptions).
+        (include/rocksdcp/store_options.h, RocksDBWriterOptions).
 
         ``dcp.async_save`` stages the state dict through this writer (it
         is torch 2.x's ``AsyncStager``): into a copy it keeps and reuses
