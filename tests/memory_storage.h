@@ -5,7 +5,7 @@
 // with none of its machinery, so that the contract suite
 // (storage_contract_test.cc) can run against both, and so that core tests
 // can drive Save/Load without a disk:
-//   - checkpoint ids follow RocksDBStorageWriter::ValidateCheckpointId;
+//   - checkpoint ids follow rocksdcp::ValidateCheckpointId;
 //   - nothing of a save is visible before Finish returns OK; a save whose
 //     Finish never runs leaves nothing behind;
 //   - saving a committed id is AlreadyExists unless the writer overwrites;
@@ -71,7 +71,7 @@ class MemoryStorage {
       const MemoryWriterOptions& options = {});
   std::unique_ptr<MemoryStorageReader> NewReader();
 
-  // The same rules as RocksDBStorageWriter::ValidateCheckpointId.
+  // The same rules as rocksdcp::ValidateCheckpointId.
   static Status ValidateCheckpointId(std::string_view checkpoint_id);
 
   // Committed checkpoint ids, sorted.

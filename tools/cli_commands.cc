@@ -613,8 +613,7 @@ int RunImport(const Args& a) {
   // damaged file creates no store and changes none.
   auto file = SafetensorsFile::Open(a.positional[0]);
   if (!file.ok()) return Fail("import", file.status());
-  if (Status s = RocksDBStorageWriter::ValidateCheckpointId(a.positional[2]);
-      !s.ok()) {
+  if (Status s = ValidateCheckpointId(a.positional[2]); !s.ok()) {
     return Fail("import", s);
   }
   auto store = OpenStore("import", a.positional[1], /*read_only=*/false,

@@ -57,6 +57,12 @@
 
 namespace rocksdcp {
 
+// OK for an id a Store accepts as a checkpoint's: 1..128 bytes, without
+// control characters (bytes < 0x20 or 0x7f), and not "default" (RocksDB's
+// own column family). Otherwise InvalidArgument, saying which rule the id
+// breaks.
+Status ValidateCheckpointId(std::string_view checkpoint_id);
+
 // Saves a checkpoint into a Store. Make one with Store::NewWriter.
 //
 // GetStorageMeta() returns the id of the latest Reset and a save id: from
@@ -67,10 +73,10 @@ namespace rocksdcp {
 // sees it in Metadata::storage_meta.
 class RocksDBStorageWriter : public StorageWriter {
  public:
-  // OK for ids that are 1..128 bytes, without control characters (bytes
-  // < 0x20 or 0x7f), and not "default" (RocksDB's own column family). The
-  // error says which rule the id breaks.
-  static Status ValidateCheckpointId(std::string_view checkpoint_id);
+  // rocksdcp::ValidateCheckpointId, as DCP's validate_checkpoint_id.
+  static Status ValidateCheckpointId(std::string_view checkpoint_id) {
+    return rocksdcp::ValidateCheckpointId(checkpoint_id);
+  }
 
   // Reset, with a save id the caller chose rather than a fresh random one:
   // for a driver that reports the save's StorageMeta before the writer is
@@ -84,9 +90,11 @@ class RocksDBStorageWriter : public StorageWriter {
 // Loads a checkpoint from a Store. Make one with Store::NewReader.
 class RocksDBStorageReader : public StorageReader {
  public:
+  // rocksdcp::ValidateCheckpointId, as DCP's validate_checkpoint_id.
   static Status ValidateCheckpointId(std::string_view checkpoint_id) {
-    return RocksDBStorageWriter::ValidateCheckpointId(checkpoint_id);
+    return rocksdcp::ValidateCheckpointId(checkpoint_id);
   }
+
   virtual ReaderStats stats() const = 0;
 };
 

@@ -192,6 +192,10 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
   return StoreImpl::Open(path, options);
 }
 
+Status ValidateCheckpointId(std::string_view checkpoint_id) {
+  return keys::ValidateCheckpointId(checkpoint_id);
+}
+
 Result<RetentionReport> Store::KeepLast(uint64_t n) {
   ROCKSDCP_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> list, List());
   std::erase_if(list, [](const CheckpointInfo& c) { return !c.damage.empty(); });

@@ -31,10 +31,6 @@ constexpr size_t kCatalogEntryRoom = 64 << 10;
 
 }  // namespace
 
-Status RocksDBStorageWriter::ValidateCheckpointId(std::string_view id) {
-  return keys::ValidateCheckpointId(id);
-}
-
 RocksDBStorageWriterImpl::RocksDBStorageWriterImpl(StoreImpl* store,
                                                    RocksDBWriterOptions options)
     : store_(store), options_(std::move(options)) {}
