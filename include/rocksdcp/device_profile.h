@@ -33,11 +33,10 @@ DeviceProfile ServerProfile();
 // A board with about 2 GiB of memory, 2-8 cores and an SD card or eMMC
 // that moves 20-100 MB/s, such as an aarch64 single-board computer
 // training or fine-tuning at the edge. A save or load adds at most about
-// 64 MiB of memory above the state dict (benchmarks/README.md, "small
-// devices", has the measurement), and an AsyncCheckpointer holds 128 MiB
-// of staging memory on top. On such storage a save or load waits for the
-// disk, not the CPU, so two threads each keep it busy; fewer buffers cost
-// no speed there.
+// 64 MiB of memory above the state dict, and an AsyncCheckpointer holds
+// 128 MiB of staging memory on top. On such storage a save or load waits
+// for the disk, not the CPU, so two threads each keep it busy; fewer
+// buffers cost no speed there.
 //
 // - store: one background job; a read buffer pool of 8 MiB (it serves
 //   pieces of 1 MiB and more, which this profile does not write, and the

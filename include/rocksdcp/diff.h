@@ -25,8 +25,8 @@ enum class ItemChange : uint8_t {
   kRemoved,       // Only in the older one.
   kReshaped,      // Another dtype or shape, or a tensor that became bytes or
                   // the other way round.
-  kIncomparable,  // Saved in other chunks or pieces, or before pieces were
-                  // hashed (rocksdcp before 2026-12): load both to compare.
+  kIncomparable,  // Saved in other chunks or pieces, or by a rocksdcp
+                  // that did not hash pieces: load both to compare.
 };
 std::string_view ItemChangeName(ItemChange change);  // "unchanged", ...
 

@@ -63,7 +63,10 @@ namespace rocksdcp {
 // breaks.
 Status ValidateCheckpointId(std::string_view checkpoint_id);
 
-// Saves a checkpoint into a Store. Make one with Store::NewWriter.
+// Saves a checkpoint into a Store. Make one with Store::NewWriter. Calls
+// come in StorageWriter's order (storage.h): Reset, SetUpStorageWriter,
+// PrepareLocalPlan, PrepareGlobalPlan (coordinator), WriteData, Finish
+// (coordinator).
 //
 // GetStorageMeta() returns the id of the latest Reset and a save id: from
 // Reset, one of this rank's own; from WriteData on, the coordinator's,
@@ -87,7 +90,10 @@ class RocksDBStorageWriter : public StorageWriter {
                                  std::string_view save_id) = 0;
 };
 
-// Loads a checkpoint from a Store. Make one with Store::NewReader.
+// Loads a checkpoint from a Store. Make one with Store::NewReader. Calls
+// come in StorageReader's order (storage.h): Reset, ReadMetadata,
+// SetUpStorageReader, PrepareLocalPlan, PrepareGlobalPlan (coordinator),
+// ReadData.
 class RocksDBStorageReader : public StorageReader {
  public:
   // rocksdcp::ValidateCheckpointId, as DCP's validate_checkpoint_id.
