@@ -46,8 +46,27 @@ constexpr uint64_t kBatchPinnedBytes = kBatchBytes + kBatchItems * (16 << 10);
 // What one hint asks the kernel to read ahead (StartPrefetch), so that a
 // stop takes effect soon.
 constexpr uint64_t kPrefetchStep = 8ull << 20;
+// The largest direct_span_bytes: each read thread holds a buffer of that
+// size, and the span's arithmetic stays far from overflowing.
+constexpr uint64_t kMaxDirectSpan = 1ull << 30;
 
 }  // namespace
+
+Status RocksDBStorageReaderImpl::ValidateOptions(
+    const RocksDBReaderOptions& options) {
+  if (options.read_threads < 0) {
+    return Status::InvalidArgument(
+        "read_threads must be >= 0 (0 picks the count), got " +
+        std::to_string(options.read_threads));
+  }
+  if (options.direct_span_bytes > kMaxDirectSpan) {
+    return Status::InvalidArgument(
+        "direct_span_bytes must be in [0, 1 GiB] (0 reads through the page "
+        "cache), got " +
+        std::to_string(options.direct_span_bytes));
+  }
+  return Status::OK();
+}
 
 RocksDBStorageReaderImpl::RocksDBStorageReaderImpl(StoreImpl* store,
                                                    RocksDBReaderOptions options)

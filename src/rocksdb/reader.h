@@ -52,6 +52,14 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
   RocksDBStorageReaderImpl(StoreImpl* store, RocksDBReaderOptions options);
   ~RocksDBStorageReaderImpl() override;
 
+  // InvalidArgument, naming the option, if `options` can't work: a
+  // negative read_threads, or a direct_span_bytes over 1 GiB. Every check
+  // of a reader's options is here; Store::NewReader makes them. A
+  // memory_budget too small for one thread's piece is not one: a reader
+  // learns its pieces' size only from the checkpoint, and then reads on
+  // one thread.
+  static Status ValidateOptions(const RocksDBReaderOptions& options);
+
   Status Reset(std::string_view checkpoint_id) override;
   Result<Metadata> ReadMetadata() override;
   Status SetUpStorageReader(const Metadata& metadata, bool is_coordinator,

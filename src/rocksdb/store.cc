@@ -584,12 +584,6 @@ Result<std::unique_ptr<RocksDBStorageWriter>> StoreImpl::NewWriter(
     return Status::FailedPrecondition("cannot save: store " + Quote(path_) +
                                       " is open read-only");
   }
-  if (options.max_piece_bytes == 0 ||
-      options.max_piece_bytes > format::kMaxPieceBytes) {
-    return Status::InvalidArgument(
-        "max_piece_bytes must be in [1, 1 GiB], got " +
-        std::to_string(options.max_piece_bytes));
-  }
   ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageWriterImpl::ValidateOptions(options));
   return std::unique_ptr<RocksDBStorageWriter>(
       new RocksDBStorageWriterImpl(this, options));
@@ -598,6 +592,7 @@ Result<std::unique_ptr<RocksDBStorageWriter>> StoreImpl::NewWriter(
 Result<std::unique_ptr<RocksDBStorageReader>> StoreImpl::NewReader(
     const RocksDBReaderOptions& options) {
   ROCKSDCP_RETURN_IF_ERROR(NeedDB("load"));
+  ROCKSDCP_RETURN_IF_ERROR(RocksDBStorageReaderImpl::ValidateOptions(options));
   return std::unique_ptr<RocksDBStorageReader>(
       new RocksDBStorageReaderImpl(this, options));
 }

@@ -437,6 +437,12 @@ uint64_t RocksDBStorageWriterImpl::ThreadMemory(
 
 Status RocksDBStorageWriterImpl::ValidateOptions(
     const RocksDBWriterOptions& options) {
+  if (options.max_piece_bytes == 0 ||
+      options.max_piece_bytes > format::kMaxPieceBytes) {
+    return Status::InvalidArgument(
+        "max_piece_bytes must be in [1, 1 GiB], got " +
+        std::to_string(options.max_piece_bytes));
+  }
   if (options.write_threads < 0) {
     return Status::InvalidArgument("write_threads must be >= 0, got " +
                                    std::to_string(options.write_threads));

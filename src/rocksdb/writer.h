@@ -36,8 +36,10 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   RocksDBStorageWriterImpl(StoreImpl* store, RocksDBWriterOptions options);
   ~RocksDBStorageWriterImpl() override;
 
-  // InvalidArgument if `options` can't work: memory_budget smaller than one
-  // writer thread's buffers, a negative write_threads, and the like.
+  // InvalidArgument, naming the option, if `options` can't work: a
+  // max_piece_bytes out of [1, 1 GiB], memory_budget smaller than one
+  // writer thread's buffers, a negative write_threads, and the like. Every
+  // check of a writer's options is here; Store::NewWriter makes them.
   static Status ValidateOptions(const RocksDBWriterOptions& options);
 
   // The memory one writer thread needs (see memory_budget) to write pieces

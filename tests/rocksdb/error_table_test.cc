@@ -50,6 +50,7 @@ const char* const kScenarios[] = {
     "partial-load-with-planner",
     "tensor-too-large", "tensor-null-data", "tensor-not-on-cpu",
     "piece-size-out-of-range", "compression-level-out-of-range",
+    "read-threads-negative",
     "save-id-invalid",
     "store-missing", "store-not-a-directory", "store-permission-denied",
     "store-locked",
@@ -248,6 +249,9 @@ class ErrorTableTest : public StoreTest,
       return store_->NewWriter({.compression = Compression::kBytePlaneZstd,
                                 .compression_level = 22})
           .status();
+    };
+    s["read-threads-negative"] = [this] {
+      return store_->NewReader({.read_threads = -1}).status();
     };
     // Stores damaged, or forged, through RocksDB and the schema.
     s["catalog-names-another-checkpoint"] = [this] {

@@ -654,6 +654,22 @@ TEST_F(ReaderTest, MemoryBudgetBoundsTheThreads) {
   EXPECT_EQ(reader->stats().read_threads, 1u);
 }
 
+TEST_F(ReaderTest, BadThreadCountOrSpanIsInvalidArgument) {
+  EXPECT_THAT(store_->NewReader(Threads(-1)),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("read_threads"), HasSubstr("-1"))));
+  RocksDBReaderOptions options;
+  options.direct_span_bytes = (1ull << 30) + 1;
+  EXPECT_THAT(store_->NewReader(options),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("direct_span_bytes")));
+  // The bounds themselves are fine.
+  options.direct_span_bytes = 1ull << 30;
+  EXPECT_OK(store_->NewReader(options));
+  options.direct_span_bytes = 0;
+  EXPECT_OK(store_->NewReader(options));
+}
+
 TEST_F(ReaderTest, BypassingTheBlockCacheLoadsTheSame) {
   MixedState saved = MixedStateDict(3, false);
   ASSERT_OK(SaveDict(saved.dict, "f", {.max_piece_bytes = 4096}));
