@@ -236,13 +236,6 @@ const HyperField* OptimizerKind::FindSaved(const std::string& field) const {
   return nullptr;
 }
 
-const StateField* OptimizerKind::FindState(const std::string& field) const {
-  for (const StateField& s : state) {
-    if (field == s.name) return &s;
-  }
-  return nullptr;
-}
-
 const std::vector<OptimizerKind>& AllKinds() {
   static const std::vector<OptimizerKind>* const kinds =
       new std::vector<OptimizerKind>(MakeKinds());

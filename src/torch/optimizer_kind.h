@@ -111,7 +111,6 @@ struct OptimizerKind {
   // The field a checkpoint's param_groups name holds: FindHyper, or the
   // pair whose legacy element it is ("betas.0").
   const HyperField* FindSaved(const std::string& name) const;
-  const StateField* FindState(const std::string& name) const;
 };
 
 // Every kind rocksdcp::torch saves.
