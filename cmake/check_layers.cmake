@@ -4,7 +4,8 @@
 #   cmake -DROOT=<source dir> -P cmake/check_layers.cmake
 #
 #   model   include/rocksdcp/{status,tensor,metadata,state_dict}.h, built
-#           from src/core/{status,tensor,metadata}.cc
+#           from src/core/{status,tensor,metadata}.cc: on its own public
+#           headers alone, no src/ directory (util/ is above it)
 #   util    src/util      helpers over the model types
 #   keys    src/keys      the key grammar
 #   codec   src/codec     byte-plane compression
@@ -28,6 +29,16 @@ if(NOT ROOT)
 endif()
 
 set(model_headers status tensor metadata state_dict)
+# The model's files: its public headers, and its sources in src/core, as
+# the build lists them (rocksdcp_layer(model SOURCES ...) in CMakeLists.txt).
+list(TRANSFORM model_headers APPEND .h OUTPUT_VARIABLE model_public)
+list(TRANSFORM model_public PREPEND include/rocksdcp/)
+file(READ ${ROOT}/CMakeLists.txt cmakelists)
+if(NOT cmakelists MATCHES "rocksdcp_layer\\(model[ \n]+SOURCES([^)]+)\\)")
+  message(FATAL_ERROR "CMakeLists.txt has no rocksdcp_layer(model SOURCES ...)")
+endif()
+string(REGEX REPLACE "[ \n]+" ";" model_sources "${CMAKE_MATCH_1}")
+list(REMOVE_ITEM model_sources "")
 set(driver_headers ${model_headers} storage planner checkpoint collective
     async_checkpoint)
 set(store_headers store store_options store_reports diff rocksdb_store)
@@ -36,15 +47,25 @@ set(all_headers ${driver_headers} ${store_headers} device_profile
 
 set(problems "")
 
-# check(<name> <glob dir> DIRS <src dirs it may include>
-#       HEADERS <public headers it may include>)
+# check(<name> <glob dir> [ONLY <files>] [EXCEPT <files>]
+#       DIRS <src dirs it may include> HEADERS <public headers it may include>)
+# checks the .h and .cc files of <glob dir> but the EXCEPT ones, or only
+# the ONLY ones (files relative to the source dir).
 function(check name dir)
-  cmake_parse_arguments(ARG "" "" "DIRS;HEADERS" ${ARGN})
-  file(GLOB files ${ROOT}/${dir}/*.h ${ROOT}/${dir}/*.cc)
+  cmake_parse_arguments(ARG "" "" "ONLY;EXCEPT;DIRS;HEADERS" ${ARGN})
+  if(ARG_ONLY)
+    set(files ${ARG_ONLY})
+  else()
+    file(GLOB files RELATIVE ${ROOT} ${ROOT}/${dir}/*.h ${ROOT}/${dir}/*.cc)
+  endif()
+  list(REMOVE_ITEM files ${ARG_EXCEPT} "")
   set(found "")
-  foreach(f IN LISTS files)
-    file(RELATIVE_PATH rel ${ROOT} ${f})
-    file(STRINGS ${f} lines)
+  foreach(rel IN LISTS files)
+    if(NOT EXISTS ${ROOT}/${rel})
+      list(APPEND found "${rel}: in ${name}, but not there\n")
+      continue()
+    endif()
+    file(STRINGS ${ROOT}/${rel} lines)
     set(n 0)
     foreach(line IN LISTS lines)
       math(EXPR n "${n} + 1")
@@ -67,15 +88,19 @@ function(check name dir)
   set(problems "${problems}${found}" PARENT_SCOPE)
 endfunction()
 
-check("the public headers" include/rocksdcp DIRS rocksdcp HEADERS ${all_headers})
+check("the model's headers" include/rocksdcp ONLY ${model_public}
+      HEADERS ${model_headers})
+check("the public headers" include/rocksdcp EXCEPT ${model_public}
+      DIRS rocksdcp HEADERS ${all_headers})
 check("the testing headers" include/rocksdcp/testing DIRS rocksdcp
       HEADERS ${driver_headers})
+check(model src/core ONLY ${model_sources} HEADERS ${model_headers})
 check(util src/util DIRS util HEADERS ${model_headers})
 check(keys src/keys DIRS keys util HEADERS ${model_headers})
 check(codec src/codec DIRS codec util HEADERS ${model_headers})
 check(format src/format DIRS format codec keys util schema
       HEADERS ${model_headers})
-check(driver src/core DIRS core format codec keys util
+check(driver src/core EXCEPT ${model_sources} DIRS core format codec keys util
       HEADERS ${driver_headers})
 check(backend src/rocksdb DIRS rocksdb format codec keys util schema
       HEADERS ${driver_headers} ${store_headers} device_profile)

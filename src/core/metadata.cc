@@ -3,13 +3,18 @@
 #include <functional>
 #include <string_view>
 
-#include "util/text.h"
-
 namespace rocksdcp {
 
+// "fqn@[0, 4]": the offsets printed as error messages print shapes. The
+// model is below util/, so it prints them itself.
 std::string MetadataIndex::ToString() const {
   if (!offset) return fqn;
-  return fqn + "@" + util::ShapeString(*offset);
+  std::string s = fqn + "@[";
+  for (size_t i = 0; i < offset->size(); ++i) {
+    if (i != 0) s += ", ";
+    s += std::to_string((*offset)[i]);
+  }
+  return s + "]";
 }
 
 bool operator==(const MetadataIndex& a, const MetadataIndex& b) {
