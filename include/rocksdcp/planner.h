@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -89,6 +90,81 @@ class LoadPlanner {
   // Called once the storage has filled the view from ResolveTensor.
   virtual Status CommitTensor(const ReadItem& item,
                               const TensorView& tensor) = 0;
+};
+
+// Forward every call to a target planner. Derive from them and override
+// only what changes (staging, hooks, fault injection, logging), as
+// StorageWriterWrapper does for storages (storage.h). Forwarding is as
+// thread-safe as the target: the calls a storage makes from several
+// threads reach it from those threads.
+// REQUIRES: the target outlives the wrapper.
+class SavePlannerWrapper : public SavePlanner {
+ public:
+  explicit SavePlannerWrapper(SavePlanner* target) : target_(target) {}
+
+  Status SetUpPlanner(const StateDict* state_dict,
+                      const std::optional<StorageMeta>& storage_meta,
+                      bool is_coordinator) override {
+    return target_->SetUpPlanner(state_dict, storage_meta, is_coordinator);
+  }
+  Result<SavePlan> CreateLocalPlan() override {
+    return target_->CreateLocalPlan();
+  }
+  Result<GlobalSavePlan> CreateGlobalPlan(
+      std::vector<SavePlan> plans) override {
+    return target_->CreateGlobalPlan(std::move(plans));
+  }
+  Result<SavePlan> FinishPlan(SavePlan central_plan) override {
+    return target_->FinishPlan(std::move(central_plan));
+  }
+  Result<ResolvedData> ResolveData(const WriteItem& item) override {
+    return target_->ResolveData(item);
+  }
+  void ReleaseData(const WriteItem& item) override {
+    target_->ReleaseData(item);
+  }
+
+ protected:
+  SavePlanner* target() const { return target_; }
+
+ private:
+  SavePlanner* const target_;
+};
+
+class LoadPlannerWrapper : public LoadPlanner {
+ public:
+  explicit LoadPlannerWrapper(LoadPlanner* target) : target_(target) {}
+
+  Status SetUpPlanner(StateDict* state_dict, const Metadata* metadata,
+                      bool is_coordinator) override {
+    return target_->SetUpPlanner(state_dict, metadata, is_coordinator);
+  }
+  Result<LoadPlan> CreateLocalPlan() override {
+    return target_->CreateLocalPlan();
+  }
+  Result<std::vector<LoadPlan>> CreateGlobalPlan(
+      std::vector<LoadPlan> plans) override {
+    return target_->CreateGlobalPlan(std::move(plans));
+  }
+  Result<LoadPlan> FinishPlan(LoadPlan central_plan) override {
+    return target_->FinishPlan(std::move(central_plan));
+  }
+  Status LoadBytes(const ReadItem& item, std::string_view data) override {
+    return target_->LoadBytes(item, data);
+  }
+  Result<TensorView> ResolveTensor(const ReadItem& item) override {
+    return target_->ResolveTensor(item);
+  }
+  Status CommitTensor(const ReadItem& item,
+                      const TensorView& tensor) override {
+    return target_->CommitTensor(item, tensor);
+  }
+
+ protected:
+  LoadPlanner* target() const { return target_; }
+
+ private:
+  LoadPlanner* const target_;
 };
 
 struct DefaultSavePlannerOptions {

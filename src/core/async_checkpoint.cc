@@ -28,40 +28,28 @@ using util::StagingPool;
 
 // The planner the storage sees: the caller's (or a default one), with
 // every tensor redirected to its staged copy.
-class StagingPlanner final : public SavePlanner {
+class StagingPlanner final : public SavePlannerWrapper {
  public:
   StagingPlanner(Session* session, SavePlanner* inner)
-      : session_(session), inner_(inner) {}
+      : SavePlannerWrapper(inner), session_(session) {}
 
-  Status SetUpPlanner(const StateDict* state_dict,
-                      const std::optional<StorageMeta>& storage_meta,
-                      bool is_coordinator) override {
-    return inner_->SetUpPlanner(state_dict, storage_meta, is_coordinator);
-  }
-  Result<SavePlan> CreateLocalPlan() override {
-    return inner_->CreateLocalPlan();
-  }
-  Result<GlobalSavePlan> CreateGlobalPlan(
-      std::vector<SavePlan> plans) override {
-    return inner_->CreateGlobalPlan(std::move(plans));
-  }
   Result<SavePlan> FinishPlan(SavePlan central_plan) override {
-    Result<SavePlan> plan = inner_->FinishPlan(std::move(central_plan));
+    Result<SavePlan> plan = target()->FinishPlan(std::move(central_plan));
     if (plan.ok()) session_->PlanFinished(*plan);
     return plan;
   }
   Result<ResolvedData> ResolveData(const WriteItem& item) override {
-    ROCKSDCP_ASSIGN_OR_RETURN(ResolvedData resolved, inner_->ResolveData(item));
+    ROCKSDCP_ASSIGN_OR_RETURN(ResolvedData resolved,
+                              target()->ResolveData(item));
     return session_->Resolve(item, std::move(resolved));
   }
   void ReleaseData(const WriteItem& item) override {
     session_->ReleaseItem(item);
-    inner_->ReleaseData(item);
+    target()->ReleaseData(item);
   }
 
  private:
   Session* const session_;
-  SavePlanner* const inner_;
 };
 
 // The caller's writer, telling the session when WriteData is over.

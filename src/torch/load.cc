@@ -43,36 +43,19 @@ namespace optim = ::torch::optim;
 
 // A DefaultLoadPlanner that first runs `hook` with the state dict and the
 // metadata: to check the metadata and fill the dict from it.
-class HookPlanner final : public LoadPlanner {
+class HookPlanner final : public LoadPlannerWrapper {
  public:
   using Hook = std::function<Status(StateDict*, const Metadata&)>;
-  explicit HookPlanner(Hook hook) : hook_(std::move(hook)) {}
+  explicit HookPlanner(Hook hook)
+      : LoadPlannerWrapper(&inner_), hook_(std::move(hook)) {}
 
   Status SetUpPlanner(StateDict* state_dict, const Metadata* metadata,
                       bool is_coordinator) override {
     ROCKSDCP_RETURN_IF_ERROR(CatchTorch(
         StatusCode::kInvalidArgument, "rocksdcp::torch",
         [&] { return hook_(state_dict, *metadata); }));
-    return inner_.SetUpPlanner(state_dict, metadata, is_coordinator);
-  }
-  Result<LoadPlan> CreateLocalPlan() override {
-    return inner_.CreateLocalPlan();
-  }
-  Result<std::vector<LoadPlan>> CreateGlobalPlan(
-      std::vector<LoadPlan> plans) override {
-    return inner_.CreateGlobalPlan(std::move(plans));
-  }
-  Result<LoadPlan> FinishPlan(LoadPlan central_plan) override {
-    return inner_.FinishPlan(std::move(central_plan));
-  }
-  Status LoadBytes(const ReadItem& item, std::string_view data) override {
-    return inner_.LoadBytes(item, data);
-  }
-  Result<TensorView> ResolveTensor(const ReadItem& item) override {
-    return inner_.ResolveTensor(item);
-  }
-  Status CommitTensor(const ReadItem& item, const TensorView& t) override {
-    return inner_.CommitTensor(item, t);
+    return LoadPlannerWrapper::SetUpPlanner(state_dict, metadata,
+                                            is_coordinator);
   }
 
  private:

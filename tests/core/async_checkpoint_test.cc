@@ -140,29 +140,10 @@ class Gate {
 
 // Forwards every planner call, except that ReleaseData goes nowhere: what
 // a storage that never calls ReleaseData looks like to the planner.
-class NoReleasePlanner : public SavePlanner {
+class NoReleasePlanner : public SavePlannerWrapper {
  public:
-  explicit NoReleasePlanner(SavePlanner* inner) : inner_(inner) {}
-  Status SetUpPlanner(const StateDict* sd, const std::optional<StorageMeta>& m,
-                      bool is_coordinator) override {
-    return inner_->SetUpPlanner(sd, m, is_coordinator);
-  }
-  Result<SavePlan> CreateLocalPlan() override {
-    return inner_->CreateLocalPlan();
-  }
-  Result<GlobalSavePlan> CreateGlobalPlan(
-      std::vector<SavePlan> plans) override {
-    return inner_->CreateGlobalPlan(std::move(plans));
-  }
-  Result<SavePlan> FinishPlan(SavePlan plan) override {
-    return inner_->FinishPlan(std::move(plan));
-  }
-  Result<ResolvedData> ResolveData(const WriteItem& item) override {
-    return inner_->ResolveData(item);
-  }
-
- private:
-  SavePlanner* inner_;
+  using SavePlannerWrapper::SavePlannerWrapper;
+  void ReleaseData(const WriteItem& /*item*/) override {}
 };
 
 // Wraps a writer to fail a call, hold WriteData or Finish until a gate
@@ -208,7 +189,7 @@ class TestWriter : public StorageWriterWrapper {
 // A DefaultSavePlanner that can fail ResolveData, counts ReleaseData, and
 // can save each 2-D tensor as two column halves: items that are strided
 // parts of one dict tensor.
-class TestPlanner : public SavePlanner {
+class TestPlanner : public SavePlannerWrapper {
  public:
   struct Options {
     bool split_columns = false;
@@ -218,15 +199,17 @@ class TestPlanner : public SavePlanner {
     bool reverse = false;
     Status resolve_error;
   };
-  explicit TestPlanner(Options options) : options_(std::move(options)) {}
+  explicit TestPlanner(Options options)
+      : SavePlannerWrapper(&inner_), options_(std::move(options)) {}
 
   Status SetUpPlanner(const StateDict* sd, const std::optional<StorageMeta>& m,
                       bool is_coordinator) override {
     dict_ = sd;
-    return inner_.SetUpPlanner(sd, m, is_coordinator);
+    return SavePlannerWrapper::SetUpPlanner(sd, m, is_coordinator);
   }
   Result<SavePlan> CreateLocalPlan() override {
-    ROCKSDCP_ASSIGN_OR_RETURN(SavePlan plan, inner_.CreateLocalPlan());
+    ROCKSDCP_ASSIGN_OR_RETURN(SavePlan plan,
+                              SavePlannerWrapper::CreateLocalPlan());
     if (!options_.split_columns) return plan;
     std::vector<WriteItem> items;
     for (WriteItem& item : plan.items) {
@@ -250,13 +233,9 @@ class TestPlanner : public SavePlanner {
     plan.items = std::move(items);
     return plan;
   }
-  Result<GlobalSavePlan> CreateGlobalPlan(
-      std::vector<SavePlan> plans) override {
-    return inner_.CreateGlobalPlan(std::move(plans));
-  }
   Result<SavePlan> FinishPlan(SavePlan plan) override {
     ROCKSDCP_ASSIGN_OR_RETURN(SavePlan final_plan,
-                              inner_.FinishPlan(std::move(plan)));
+                              SavePlannerWrapper::FinishPlan(std::move(plan)));
     if (options_.reverse) {
       std::reverse(final_plan.items.begin(), final_plan.items.end());
     }
@@ -269,7 +248,7 @@ class TestPlanner : public SavePlanner {
       return ResolvedData(view->Narrow(item.tensor_data->chunk.offsets,
                                        item.tensor_data->chunk.sizes));
     }
-    return inner_.ResolveData(item);
+    return SavePlannerWrapper::ResolveData(item);
   }
   void ReleaseData(const WriteItem& item) override { ++releases_; }
 

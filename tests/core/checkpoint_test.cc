@@ -126,32 +126,34 @@ class RecordingReader : public StorageReader {
   CallLog* log_;
 };
 
-class RecordingSavePlanner : public SavePlanner {
+class RecordingSavePlanner : public SavePlannerWrapper {
  public:
-  explicit RecordingSavePlanner(CallLog* log) : log_(log) {}
+  explicit RecordingSavePlanner(CallLog* log)
+      : SavePlannerWrapper(&inner_), log_(log) {}
   Status SetUpPlanner(const StateDict* state_dict,
                       const std::optional<StorageMeta>& storage_meta,
                       bool is_coordinator) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.SetUpPlanner"));
     storage_meta_ = storage_meta;
-    return inner_.SetUpPlanner(state_dict, storage_meta, is_coordinator);
+    return SavePlannerWrapper::SetUpPlanner(state_dict, storage_meta,
+                                            is_coordinator);
   }
   Result<SavePlan> CreateLocalPlan() override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.CreateLocalPlan"));
-    return inner_.CreateLocalPlan();
+    return SavePlannerWrapper::CreateLocalPlan();
   }
   Result<GlobalSavePlan> CreateGlobalPlan(
       std::vector<SavePlan> plans) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.CreateGlobalPlan"));
-    return inner_.CreateGlobalPlan(std::move(plans));
+    return SavePlannerWrapper::CreateGlobalPlan(std::move(plans));
   }
   Result<SavePlan> FinishPlan(SavePlan plan) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.FinishPlan"));
-    return inner_.FinishPlan(std::move(plan));
+    return SavePlannerWrapper::FinishPlan(std::move(plan));
   }
   Result<ResolvedData> ResolveData(const WriteItem& item) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.ResolveData"));
-    return inner_.ResolveData(item);
+    return SavePlannerWrapper::ResolveData(item);
   }
 
   std::optional<StorageMeta> storage_meta_;
@@ -161,38 +163,40 @@ class RecordingSavePlanner : public SavePlanner {
   CallLog* log_;
 };
 
-class RecordingLoadPlanner : public LoadPlanner {
+class RecordingLoadPlanner : public LoadPlannerWrapper {
  public:
-  explicit RecordingLoadPlanner(CallLog* log) : log_(log) {}
+  explicit RecordingLoadPlanner(CallLog* log)
+      : LoadPlannerWrapper(&inner_), log_(log) {}
   Status SetUpPlanner(StateDict* state_dict, const Metadata* metadata,
                       bool is_coordinator) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.SetUpPlanner"));
-    return inner_.SetUpPlanner(state_dict, metadata, is_coordinator);
+    return LoadPlannerWrapper::SetUpPlanner(state_dict, metadata,
+                                            is_coordinator);
   }
   Result<LoadPlan> CreateLocalPlan() override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.CreateLocalPlan"));
-    return inner_.CreateLocalPlan();
+    return LoadPlannerWrapper::CreateLocalPlan();
   }
   Result<std::vector<LoadPlan>> CreateGlobalPlan(
       std::vector<LoadPlan> plans) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.CreateGlobalPlan"));
-    return inner_.CreateGlobalPlan(std::move(plans));
+    return LoadPlannerWrapper::CreateGlobalPlan(std::move(plans));
   }
   Result<LoadPlan> FinishPlan(LoadPlan plan) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.FinishPlan"));
-    return inner_.FinishPlan(std::move(plan));
+    return LoadPlannerWrapper::FinishPlan(std::move(plan));
   }
   Status LoadBytes(const ReadItem& item, std::string_view data) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.LoadBytes"));
-    return inner_.LoadBytes(item, data);
+    return LoadPlannerWrapper::LoadBytes(item, data);
   }
   Result<TensorView> ResolveTensor(const ReadItem& item) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.ResolveTensor"));
-    return inner_.ResolveTensor(item);
+    return LoadPlannerWrapper::ResolveTensor(item);
   }
   Status CommitTensor(const ReadItem& item, const TensorView& t) override {
     ROCKSDCP_RETURN_IF_ERROR(log_->Record("planner.CommitTensor"));
-    return inner_.CommitTensor(item, t);
+    return LoadPlannerWrapper::CommitTensor(item, t);
   }
 
  private:

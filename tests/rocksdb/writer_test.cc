@@ -27,32 +27,17 @@ using ::testing::SizeIs;
 
 // Forwards to a DefaultSavePlanner, except that resolving `fail_fqn` fails;
 // counts ResolveData and ReleaseData calls, from any thread.
-class CountingPlanner : public SavePlanner {
+class CountingPlanner : public SavePlannerWrapper {
  public:
   explicit CountingPlanner(std::string fail_fqn = "")
-      : fail_fqn_(std::move(fail_fqn)) {}
+      : SavePlannerWrapper(&inner_), fail_fqn_(std::move(fail_fqn)) {}
 
-  Status SetUpPlanner(const StateDict* sd,
-                      const std::optional<StorageMeta>& meta,
-                      bool is_coordinator) override {
-    return inner_.SetUpPlanner(sd, meta, is_coordinator);
-  }
-  Result<SavePlan> CreateLocalPlan() override {
-    return inner_.CreateLocalPlan();
-  }
-  Result<GlobalSavePlan> CreateGlobalPlan(
-      std::vector<SavePlan> plans) override {
-    return inner_.CreateGlobalPlan(std::move(plans));
-  }
-  Result<SavePlan> FinishPlan(SavePlan plan) override {
-    return inner_.FinishPlan(std::move(plan));
-  }
   Result<ResolvedData> ResolveData(const WriteItem& item) override {
     if (item.index.fqn == fail_fqn_) {
       return Status::IOError("injected failure");
     }
     ++resolved;
-    return inner_.ResolveData(item);
+    return SavePlannerWrapper::ResolveData(item);
   }
   void ReleaseData(const WriteItem& item) override { ++released; }
 
