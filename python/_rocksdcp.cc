@@ -348,7 +348,8 @@ py::dict VerifyDict(const VerifyReport& report) {
   return out;
 }
 
-void BindDataModel(py::module_& m) {
+// The item types, and MetadataIndex: what names an item.
+void BindItemNames(py::module_& m) {
   py::enum_<WriteItemType>(m, "WriteItemType")
       .value("TENSOR", WriteItemType::kTensor)
       .value("SHARD", WriteItemType::kShard)
@@ -372,7 +373,10 @@ void BindDataModel(py::module_& m) {
       .def_readwrite("offset", &MetadataIndex::offset)
       .def_readwrite("index", &MetadataIndex::index)
       .def("__repr__", &MetadataIndex::ToString);
+}
 
+// Metadata and what it holds of each item.
+void BindMetadata(py::module_& m) {
   py::class_<ChunkStorageMetadata>(m, "ChunkStorageMetadata")
       .def(py::init([](std::vector<int64_t> offsets, std::vector<int64_t> sizes) {
              return ChunkStorageMetadata{std::move(offsets), std::move(sizes)};
@@ -438,7 +442,10 @@ void BindDataModel(py::module_& m) {
           [](Metadata& md, const py::bytes& b) { md.planner_data = b; })
       .def_readwrite("storage_meta", &Metadata::storage_meta)
       .def_readonly("version", &Metadata::version);
+}
 
+// A save's plans and what write_data reports.
+void BindSavePlans(py::module_& m) {
   py::class_<TensorWriteData>(m, "TensorWriteData")
       .def(py::init([](ChunkStorageMetadata chunk, TensorProperties properties,
                        std::vector<int64_t> size) {
@@ -485,7 +492,10 @@ void BindDataModel(py::module_& m) {
       .def_readwrite("size_in_bytes", &WriteResult::size_in_bytes)
       .def_property_readonly(
           "storage_data", [](const WriteResult& r) { return Bytes(r.storage_data); });
+}
 
+// A load's plans.
+void BindLoadPlans(py::module_& m) {
   py::class_<ReadItem>(m, "ReadItem")
       .def(py::init([](LoadItemType type, MetadataIndex dest_index,
                        std::vector<int64_t> dest_offsets,
@@ -518,6 +528,13 @@ void BindDataModel(py::module_& m) {
                              [](const LoadPlan& p) { return Bytes(p.storage_data); })
       .def_property_readonly("planner_data",
                              [](const LoadPlan& p) { return Bytes(p.planner_data); });
+}
+
+void BindDataModel(py::module_& m) {
+  BindItemNames(m);
+  BindMetadata(m);
+  BindSavePlans(m);
+  BindLoadPlans(m);
 }
 
 py::dict GcDict(const GcReport& r) {
