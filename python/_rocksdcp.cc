@@ -545,34 +545,122 @@ py::dict GcDict(const GcReport& r) {
   return d;
 }
 
-void BindStore(py::module_& m) {
-  py::class_<PyStore>(m, "Store")
-      // With `share_writable_for_reads`, a read-only open of a path this
-      // process holds read-write returns that store: it sees every commit.
-      .def(py::init([](const std::string& path, bool read_only, bool follower,
-                       bool create_if_missing, bool share_writable_for_reads,
-                       bool reclaim_torn_saves) {
-             StoreOptions options;
-             options.read_only = read_only;
-             options.follower = follower;
-             options.create_if_missing = create_if_missing;
-             options.reclaim_torn_saves = reclaim_torn_saves;
-             return PyStore{
-                 OpenShared(path, options, share_writable_for_reads)};
-           }),
-           py::arg("path"), py::arg("read_only") = false,
-           py::arg("follower") = false, py::arg("create_if_missing") = true,
-           py::arg("share_writable_for_reads") = false,
-           py::arg("reclaim_torn_saves") = true)
-      // StoreOptions::reclaim_torn_saves: what the open reclaimed, as gc's.
-      .def_property_readonly("reclaimed_on_open",
-                             [](const PyStore& s) {
-                               return GcDict(s.Get().ReclaimedOnOpen());
-                             })
-      .def("close", [](PyStore& s) { s.store.reset(); })
-      .def_property_readonly("closed", [](const PyStore& s) { return !s.store; })
-      .def_property_readonly("path",
-                             [](const PyStore& s) { return s.Get().path(); })
+// Store.verify: Store::Verify of `ids` (every checkpoint if empty), with
+// `progress(bytes_done, bytes_total)` called as it goes (None: not).
+py::dict VerifyStore(const PyStore& s, std::vector<std::string> ids,
+                     uint64_t max_problems, const py::object& progress) {
+  Store& store = s.Get();
+  VerifyOptions options;
+  options.checkpoint_ids = std::move(ids);
+  options.max_problems = max_problems;
+  if (!progress.is_none()) {
+    // Called with the GIL released: take it for the call.
+    options.progress = [progress](const Progress& p) {
+      py::gil_scoped_acquire acquire;
+      try {
+        progress(p.bytes_done, p.bytes_total);
+      } catch (py::error_already_set& e) {
+        // Nothing may unwind through the library: report it as Python
+        // reports errors it can't raise, and go on.
+        e.discard_as_unraisable("rocksdcp verify's progress callback");
+      }
+    };
+  }
+  Result<VerifyReport> r = [&] {
+    py::gil_scoped_release release;
+    return store.Verify(options);
+  }();
+  return VerifyDict(Unwrap(std::move(r)));
+}
+
+// Store.new_writer. 0 for max_piece_bytes, memory_budget and
+// writable_file_max_buffer_size: the library's default.
+PyWriter NewWriter(const PyStore& s, bool overwrite, uint64_t max_piece_bytes,
+                   const std::string& base, bool base_on_newest,
+                   const std::string& compress, int write_threads,
+                   bool use_direct_writes, uint64_t memory_budget,
+                   uint64_t writable_file_max_buffer_size) {
+  RocksDBWriterOptions options;
+  options.overwrite = overwrite;
+  if (max_piece_bytes != 0) options.max_piece_bytes = max_piece_bytes;
+  options.write_threads = write_threads;
+  options.use_direct_writes = use_direct_writes;
+  if (memory_budget != 0) options.memory_budget = memory_budget;
+  if (writable_file_max_buffer_size != 0) {
+    options.writable_file_max_buffer_size = writable_file_max_buffer_size;
+  }
+  options.base = base;
+  options.base_on_newest = base_on_newest;
+  // "", "always" or "when_disk_bound" (CompressionPolicy).
+  if (compress == "always" || compress == "when_disk_bound") {
+    options.compression = Compression::kBytePlaneZstd;
+    options.compression_policy = compress == "always"
+                                     ? CompressionPolicy::kAlways
+                                     : CompressionPolicy::kWhenDiskBound;
+  } else if (!compress.empty()) {
+    throw py::value_error(
+        "compress must be '', 'always' or 'when_disk_bound', not '" +
+        compress + "'");
+  }
+  return PyWriter{s.store, Unwrap(s.Get().NewWriter(options))};
+}
+
+// Reader.check_destinations: (fqn, dtype name or None for bytes, global
+// size, whether the dtype must match) of each destination, checked against
+// read_metadata's result.
+void CheckDestinations(
+    PyReader& r,
+    const std::vector<std::tuple<std::string, std::optional<std::string>,
+                                 std::vector<int64_t>, bool>>& dests) {
+  if (!r.metadata) {
+    Raise(Status::FailedPrecondition(
+        "check_destinations called before read_metadata"));
+  }
+  std::vector<LoadDestination> out;
+  for (const auto& [fqn, dtype, size, check_dtype] : dests) {
+    LoadDestination d;
+    d.fqn = fqn;
+    d.is_bytes = !dtype.has_value();
+    d.check_dtype = check_dtype;
+    if (dtype) d.dtype = Unwrap(DTypeFromName(*dtype));
+    d.size = size;
+    out.push_back(std::move(d));
+  }
+  Check(CheckLoadDestinations(*r.metadata, out));
+}
+
+// Reader.read_data: `views[i]` is the destination of plan.items[i], a
+// tensor view, or None for a byte item. Returns {position: bytes} of the
+// byte items.
+py::dict ReadData(PyReader& r, const LoadPlan& plan, const py::list& views) {
+  if (views.size() != plan.items.size()) {
+    throw py::value_error("one destination per plan item");
+  }
+  std::vector<std::optional<TensorView>> dests;
+  for (const py::handle& v : views) {
+    if (v.is_none()) {
+      dests.emplace_back();
+    } else {
+      dests.emplace_back(ViewFrom(v.cast<py::tuple>()));
+    }
+  }
+  ResolvedLoadPlanner planner(plan, dests);
+  Status s = [&] {
+    py::gil_scoped_release release;
+    return r.reader->ReadData(plan, planner).get();
+  }();
+  Check(s);
+  py::dict out;
+  for (auto& [i, bytes] : planner.TakeBytes()) {
+    out[py::int_(i)] = py::bytes(bytes);
+  }
+  return out;
+}
+
+// Store's calls on its checkpoints as a whole: list, info, delete, gc,
+// keep_last, verify.
+void BindStoreCatalog(py::class_<PyStore>& store_class) {
+  store_class
       .def("list",
            [](const PyStore& s) {
              Store& store = s.Get();
@@ -628,34 +716,14 @@ void BindStore(py::module_& m) {
              return d;
            },
            py::arg("n"))
-      .def("verify",
-           [](const PyStore& s, std::vector<std::string> ids,
-              uint64_t max_problems, const py::object& progress) {
-             Store& store = s.Get();
-             VerifyOptions options;
-             options.checkpoint_ids = std::move(ids);
-             options.max_problems = max_problems;
-             if (!progress.is_none()) {
-               // Called with the GIL released: take it for the call.
-               options.progress = [progress](const Progress& p) {
-                 py::gil_scoped_acquire acquire;
-                 try {
-                   progress(p.bytes_done, p.bytes_total);
-                 } catch (py::error_already_set& e) {
-                   // Nothing may unwind through the library: report it as
-                   // Python reports errors it can't raise, and go on.
-                   e.discard_as_unraisable("rocksdcp verify's progress callback");
-                 }
-               };
-             }
-             Result<VerifyReport> r = [&] {
-               py::gil_scoped_release release;
-               return store.Verify(options);
-             }();
-             return VerifyDict(Unwrap(std::move(r)));
-           },
+      .def("verify", &VerifyStore,
            py::arg("ids") = std::vector<std::string>(),
-           py::arg("max_problems") = 10000, py::arg("progress") = py::none())
+           py::arg("max_problems") = 10000, py::arg("progress") = py::none());
+}
+
+// Store's reads: byte items, metadata, and a reader.
+void BindStoreReads(py::class_<PyStore>& store_class) {
+  store_class
       .def("load_bytes",
            // The byte items `fqns` of checkpoint `id`, as bytes: Load() of
            // checkpoint.h on one rank.
@@ -688,48 +756,12 @@ void BindStore(py::module_& m) {
              }();
              return Unwrap(std::move(md));
            })
-      .def("new_writer",
-           // 0 for max_piece_bytes, memory_budget and
-           // writable_file_max_buffer_size: the library's default.
-           [](const PyStore& s, bool overwrite, uint64_t max_piece_bytes,
-              const std::string& base, bool base_on_newest,
-              const std::string& compress, int write_threads,
-              bool use_direct_writes, uint64_t memory_budget,
-              uint64_t writable_file_max_buffer_size) {
-             RocksDBWriterOptions options;
-             options.overwrite = overwrite;
-             if (max_piece_bytes != 0) options.max_piece_bytes = max_piece_bytes;
-             options.write_threads = write_threads;
-             options.use_direct_writes = use_direct_writes;
-             if (memory_budget != 0) options.memory_budget = memory_budget;
-             if (writable_file_max_buffer_size != 0) {
-               options.writable_file_max_buffer_size =
-                   writable_file_max_buffer_size;
-             }
-             options.base = base;
-             options.base_on_newest = base_on_newest;
-             // "", "always" or "when_disk_bound" (CompressionPolicy).
-             if (compress == "always" || compress == "when_disk_bound") {
-               options.compression = Compression::kBytePlaneZstd;
-               options.compression_policy =
-                   compress == "always" ? CompressionPolicy::kAlways
-                                        : CompressionPolicy::kWhenDiskBound;
-             } else if (!compress.empty()) {
-               throw py::value_error("compress must be '', 'always' or "
-                                     "'when_disk_bound', not '" +
-                                     compress + "'");
-             }
-             return PyWriter{s.store, Unwrap(s.Get().NewWriter(options))};
-           },
-           py::arg("overwrite") = false, py::arg("max_piece_bytes") = 0,
-           py::arg("base") = "", py::arg("base_on_newest") = false,
-           py::arg("compress") = "", py::arg("write_threads") = 0,
-           py::arg("use_direct_writes") = false, py::arg("memory_budget") = 0,
-           py::arg("writable_file_max_buffer_size") = 0)
       .def("new_reader", [](const PyStore& s) {
         return PyReader{s.store, Unwrap(s.Get().NewReader()), nullptr};
       });
+}
 
+void BindWriter(py::module_& m) {
   py::class_<PyWriter>(m, "Writer")
       .def_static("validate_checkpoint_id",
                   [](const std::string& id) {
@@ -781,7 +813,9 @@ void BindStore(py::module_& m) {
              return metadata;
            })
       .def("storage_meta", [](PyWriter& w) { return w.writer->GetStorageMeta(); });
+}
 
+void BindReader(py::module_& m) {
   py::class_<PyReader>(m, "Reader")
       .def_static("validate_checkpoint_id",
                   [](const std::string& id) {
@@ -807,29 +841,7 @@ void BindStore(py::module_& m) {
              Check(r.reader->SetUpStorageReader(*r.metadata, is_coordinator,
                                                 rank, world_size));
            })
-      .def("check_destinations",
-           // (fqn, dtype name or None for bytes, global size, whether the
-           // dtype must match) of each destination, checked against
-           // read_metadata's result.
-           [](PyReader& r,
-              const std::vector<std::tuple<std::string, std::optional<std::string>,
-                                           std::vector<int64_t>, bool>>& dests) {
-             if (!r.metadata) {
-               Raise(Status::FailedPrecondition(
-                   "check_destinations called before read_metadata"));
-             }
-             std::vector<LoadDestination> out;
-             for (const auto& [fqn, dtype, size, check_dtype] : dests) {
-               LoadDestination d;
-               d.fqn = fqn;
-               d.is_bytes = !dtype.has_value();
-               d.check_dtype = check_dtype;
-               if (dtype) d.dtype = Unwrap(DTypeFromName(*dtype));
-               d.size = size;
-               out.push_back(std::move(d));
-             }
-             Check(CheckLoadDestinations(*r.metadata, out));
-           })
+      .def("check_destinations", &CheckDestinations)
       .def("prepare_local_plan",
            [](PyReader& r, LoadPlan plan) {
              return Unwrap(r.reader->PrepareLocalPlan(std::move(plan)));
@@ -838,34 +850,49 @@ void BindStore(py::module_& m) {
            [](PyReader& r, std::vector<LoadPlan> plans) {
              return Unwrap(r.reader->PrepareGlobalPlan(std::move(plans)));
            })
-      .def("read_data",
-           // `views[i]` is the destination of plan.items[i], a tensor view,
-           // or None for a byte item. Returns {position: bytes} of the byte
-           // items.
-           [](PyReader& r, const LoadPlan& plan, const py::list& views) {
-             if (views.size() != plan.items.size()) {
-               throw py::value_error("one destination per plan item");
-             }
-             std::vector<std::optional<TensorView>> dests;
-             for (const py::handle& v : views) {
-               if (v.is_none()) {
-                 dests.emplace_back();
-               } else {
-                 dests.emplace_back(ViewFrom(v.cast<py::tuple>()));
-               }
-             }
-             ResolvedLoadPlanner planner(plan, dests);
-             Status s = [&] {
-               py::gil_scoped_release release;
-               return r.reader->ReadData(plan, planner).get();
-             }();
-             Check(s);
-             py::dict out;
-             for (auto& [i, bytes] : planner.TakeBytes()) {
-               out[py::int_(i)] = py::bytes(bytes);
-             }
-             return out;
-           });
+      .def("read_data", &ReadData);
+}
+
+void BindStore(py::module_& m) {
+  py::class_<PyStore> store_class(m, "Store");
+  store_class
+      // With `share_writable_for_reads`, a read-only open of a path this
+      // process holds read-write returns that store: it sees every commit.
+      .def(py::init([](const std::string& path, bool read_only, bool follower,
+                       bool create_if_missing, bool share_writable_for_reads,
+                       bool reclaim_torn_saves) {
+             StoreOptions options;
+             options.read_only = read_only;
+             options.follower = follower;
+             options.create_if_missing = create_if_missing;
+             options.reclaim_torn_saves = reclaim_torn_saves;
+             return PyStore{
+                 OpenShared(path, options, share_writable_for_reads)};
+           }),
+           py::arg("path"), py::arg("read_only") = false,
+           py::arg("follower") = false, py::arg("create_if_missing") = true,
+           py::arg("share_writable_for_reads") = false,
+           py::arg("reclaim_torn_saves") = true)
+      // StoreOptions::reclaim_torn_saves: what the open reclaimed, as gc's.
+      .def_property_readonly("reclaimed_on_open",
+                             [](const PyStore& s) {
+                               return GcDict(s.Get().ReclaimedOnOpen());
+                             })
+      .def("close", [](PyStore& s) { s.store.reset(); })
+      .def_property_readonly("closed", [](const PyStore& s) { return !s.store; })
+      .def_property_readonly("path",
+                             [](const PyStore& s) { return s.Get().path(); });
+  BindStoreCatalog(store_class);
+  BindStoreReads(store_class);
+  store_class.def("new_writer", &NewWriter, py::arg("overwrite") = false,
+                  py::arg("max_piece_bytes") = 0, py::arg("base") = "",
+                  py::arg("base_on_newest") = false, py::arg("compress") = "",
+                  py::arg("write_threads") = 0,
+                  py::arg("use_direct_writes") = false,
+                  py::arg("memory_budget") = 0,
+                  py::arg("writable_file_max_buffer_size") = 0);
+  BindWriter(m);
+  BindReader(m);
 }
 
 }  // namespace
