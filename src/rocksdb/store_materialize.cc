@@ -34,6 +34,136 @@ struct Copy {
   uint32_t piece;
 };
 
+// Every piece of a checkpoint, in key order (an SST file's order), with
+// what the metadata says of its item, and the progress of copying them.
+struct PieceList {
+  std::vector<Copy> copies;
+  std::map<MetadataIndex, StoredItem> items;
+  Progress done;
+};
+
+// The pieces of every item of `metadata`, which `copies` points into.
+Result<PieceList> ListPieces(const Metadata& metadata,
+                             const std::string& where) {
+  PieceList list;
+  ChunkFinder chunks;
+  for (const auto& [index, value] : metadata.storage_data) {
+    auto info = format::DecodeStorageInfo(value);
+    if (!info.ok()) {
+      return info.status().WithContext(where + ", item " +
+                                       Quote(index.ToString()));
+    }
+    auto item = LookupStoredItem(
+        metadata, index, info->kind == format::ItemKind::kTensor, chunks);
+    if (!item.ok()) {
+      return item.status().WithContext(where + ", item " +
+                                       Quote(index.ToString()));
+    }
+    for (uint32_t p = 0; p < info->num_pieces; ++p) {
+      list.copies.push_back({keys::PieceKey(index, p), &index, p});
+    }
+    list.done.bytes_total += info->length;
+    ++list.done.items_total;
+    list.items.emplace(index, std::move(item).value());
+  }
+  std::sort(list.copies.begin(), list.copies.end(),
+            [](const Copy& a, const Copy& b) { return a.key < b.key; });
+  return list;
+}
+
+// Writes every piece of `list` into the SST file `file`, each verified as
+// a load verifies it, and bound to the same key as in the column family
+// that holds it. Counts the referenced ones in `report`.
+Status WritePiecesFile(StoreImpl& store, const CommittedCheckpoint& c,
+                       PieceList& list, const std::string& file,
+                       const std::string& where,
+                       const ProgressCallback& progress,
+                       MaterializeReport* report) {
+  rocksdb::Options sst_options = CheckpointColumnFamilyOptions();
+  sst_options.env = store.env();
+  rocksdb::SstFileWriter sst(rocksdb::EnvOptions(), sst_options);
+  ROCKSDCP_RETURN_IF_ERROR(
+      FromRocksDB(sst.Open(file), where + ": opening " + file));
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  ro.fill_cache = false;
+  rocksdb::PinnableSlice value, target;
+  format::PieceDecodeBuffer decoded;
+  for (const Copy& copy : list.copies) {
+    const StoredItem& item = list.items.at(*copy.index);
+    value.Reset();
+    const rocksdb::Status s = store.db()->Get(ro, c.cf.get(), copy.key, &value);
+    format::DecodedPiece piece;
+    Status verified = VerifyPieceOrReference(
+        store, c, ro, s, std::string_view(value.data(), value.size()),
+        copy.key, *copy.index, item, copy.piece, &target, &decoded, &piece);
+    if (!verified.ok()) {
+      return verified.WithContext(where + ", item " +
+                                  Quote(copy.index->ToString()) + ", piece " +
+                                  std::to_string(copy.piece));
+    }
+    const bool referenced =
+        format::IsPieceRef(std::string_view(value.data(), value.size()));
+    const rocksdb::Slice bytes =
+        referenced ? rocksdb::Slice(target) : rocksdb::Slice(value);
+    ROCKSDCP_RETURN_IF_ERROR(
+        FromRocksDB(sst.Put(copy.key, bytes), where + ": writing " + file));
+    if (referenced) {
+      ++report->pieces;
+      report->bytes += piece.size;
+    }
+    list.done.bytes_done += piece.size;
+    if (copy.piece + 1 == item.info.num_pieces) ++list.done.items_done;
+    if (progress) progress(list.done);
+  }
+  target.Reset();
+  value.Reset();
+  return FromRocksDB(sst.Finish(), where + ": finishing " + file);
+}
+
+// Rewrites the storage infos of `metadata` for a checkpoint whose one file
+// holds every piece: no references, and no piece offsets in the old files.
+void DropReferencesAndOffsets(Metadata* metadata) {
+  for (auto& [index, value] : metadata->storage_data) {
+    auto info = format::DecodeStorageInfo(value, format::PieceHashes::kRead);
+    if (!info.ok() || (info->sources.empty() && info->piece_offsets.empty())) {
+      continue;
+    }
+    info->sources.clear();
+    info->piece_sources.clear();
+    info->piece_offsets.clear();
+    info->file_first_key_xxh3 = 0;
+    info->source_file_first_key_xxh3.clear();
+    value = format::EncodeStorageInfo(*info);
+  }
+}
+
+// The commit of checkpoint `c` (`id`) as an overwrite of itself with
+// `metadata_value`, ingesting `file` if it holds any of `pieces`.
+CommitRequest OverwriteWithItself(const std::string& id,
+                                  const CommittedCheckpoint& c,
+                                  const PieceList& pieces,
+                                  const std::string& file,
+                                  std::string_view metadata_value,
+                                  const std::vector<std::string>& pinned) {
+  CommitRequest request;
+  request.checkpoint_id = id;
+  request.overwrite = true;
+  request.replaces = c.info.column_family;
+  if (!pieces.copies.empty()) {
+    request.files = {file};
+    request.key_ranges = {
+        {pieces.copies.front().key, pieces.copies.back().key}};
+  }
+  request.metadata_value = metadata_value;
+  request.info = c.info;
+  request.info.referenced_column_families.clear();
+  request.info.referenced_bytes = 0;
+  request.info.metadata_checksum = format::Xxh3(request.metadata_value);
+  request.pinned = pinned;
+  return request;
+}
+
 }  // namespace
 
 Result<MaterializeReport> StoreImpl::Materialize(
@@ -67,38 +197,13 @@ Result<MaterializeReport> StoreImpl::Materialize(
   if (!read.ok()) return read.status().WithContext(where);
   Metadata metadata = std::move(read).value();
 
-  // Every piece, in key order (an SST file's order), with what the
-  // metadata says of its item. Pieces the checkpoint holds are copied too:
-  // it is rewritten into a fresh column family, so that a failure at any
-  // point leaves it as it was (an ingestion into its own column family
-  // that fails can't be undone; see FailedMetadataWriteLocked).
-  std::vector<Copy> copies;
-  std::map<MetadataIndex, StoredItem> items;
-  ChunkFinder chunks;
-  Progress done;
-  for (const auto& [index, value] : metadata.storage_data) {
-    auto info = format::DecodeStorageInfo(value);
-    if (!info.ok()) {
-      return info.status().WithContext(where + ", item " +
-                                       Quote(index.ToString()));
-    }
-    auto item = LookupStoredItem(
-        metadata, index, info->kind == format::ItemKind::kTensor, chunks);
-    if (!item.ok()) {
-      return item.status().WithContext(where + ", item " +
-                                       Quote(index.ToString()));
-    }
-    for (uint32_t p = 0; p < info->num_pieces; ++p) {
-      copies.push_back({keys::PieceKey(index, p), &index, p});
-    }
-    done.bytes_total += info->length;
-    ++done.items_total;
-    items.emplace(index, std::move(item).value());
-  }
-  std::sort(copies.begin(), copies.end(),
-            [](const Copy& a, const Copy& b) { return a.key < b.key; });
+  // Pieces the checkpoint holds are copied too: it is rewritten into a
+  // fresh column family, so that a failure at any point leaves it as it
+  // was (an ingestion into its own column family that fails can't be
+  // undone; see FailedMetadataWriteLocked).
+  ROCKSDCP_ASSIGN_OR_RETURN(PieceList pieces, ListPieces(metadata, where));
 
-  // Into a staging SST file, each piece verified as a load verifies it.
+  // Into a staging SST file.
   const std::string dir =
       (fs::path(staging_root_) / StagingDirName(id, util::RandomHex(16)))
           .string();
@@ -116,86 +221,19 @@ Result<MaterializeReport> StoreImpl::Materialize(
   ROCKSDCP_RETURN_IF_ERROR(CreateDirs(dir, /*durable_entries=*/false)
                                .WithContext(where + ": staging directory"));
   const std::string file = (fs::path(dir) / "materialize.sst").string();
-  rocksdb::Options sst_options = CheckpointColumnFamilyOptions();
-  sst_options.env = env();
-  rocksdb::SstFileWriter sst(rocksdb::EnvOptions(), sst_options);
   ROCKSDCP_RETURN_IF_ERROR(
-      FromRocksDB(sst.Open(file), where + ": opening " + file));
-  rocksdb::ReadOptions ro;
-  ro.verify_checksums = true;
-  ro.fill_cache = false;
-  rocksdb::PinnableSlice value, target;
-  format::PieceDecodeBuffer decoded;
-  for (const Copy& copy : copies) {
-    const StoredItem& item = items.at(*copy.index);
-    value.Reset();
-    const rocksdb::Status s = db_->Get(ro, c.cf.get(), copy.key, &value);
-    format::DecodedPiece piece;
-    Status verified = VerifyPieceOrReference(
-        *this, c, ro, s, std::string_view(value.data(), value.size()), copy.key,
-        *copy.index, item, copy.piece, &target, &decoded, &piece);
-    if (!verified.ok()) {
-      return verified.WithContext(where + ", item " +
-                                  Quote(copy.index->ToString()) + ", piece " +
-                                  std::to_string(copy.piece));
-    }
-    // The piece as the column family that holds it has it: bound to the
-    // same key.
-    const bool referenced =
-        format::IsPieceRef(std::string_view(value.data(), value.size()));
-    const rocksdb::Slice bytes =
-        referenced ? rocksdb::Slice(target) : rocksdb::Slice(value);
-    ROCKSDCP_RETURN_IF_ERROR(
-        FromRocksDB(sst.Put(copy.key, bytes), where + ": writing " + file));
-    if (referenced) {
-      ++report.pieces;
-      report.bytes += piece.size;
-    }
-    done.bytes_done += piece.size;
-    if (copy.piece + 1 == item.info.num_pieces) ++done.items_done;
-    if (progress) progress(done);
-  }
-  target.Reset();
-  value.Reset();
-  ROCKSDCP_RETURN_IF_ERROR(
-      FromRocksDB(sst.Finish(), where + ": finishing " + file));
+      WritePiecesFile(*this, c, pieces, file, where, progress, &report));
   {
     std::lock_guard<std::mutex> guard(mu_);
     if (commit_hook_) commit_hook_("materialize_copied");
   }
 
   // The metadata without references, committed as an overwrite of the
-  // checkpoint with itself: a fresh column family, one synced batch. Its
-  // one file holds every piece where the old files did not, so the pieces'
-  // offsets in those go too.
-  for (auto& [index, value] : metadata.storage_data) {
-    auto info = format::DecodeStorageInfo(value, format::PieceHashes::kRead);
-    if (!info.ok() || (info->sources.empty() && info->piece_offsets.empty())) {
-      continue;
-    }
-    info->sources.clear();
-    info->piece_sources.clear();
-    info->piece_offsets.clear();
-    info->file_first_key_xxh3 = 0;
-    info->source_file_first_key_xxh3.clear();
-    value = format::EncodeStorageInfo(*info);
-  }
-  CommitRequest request;
-  request.checkpoint_id = id;
-  request.overwrite = true;
-  request.replaces = c.info.column_family;
-  if (!copies.empty()) {
-    request.files = {file};
-    request.key_ranges = {{copies.front().key, copies.back().key}};
-  }
+  // checkpoint with itself: a fresh column family, one synced batch.
+  DropReferencesAndOffsets(&metadata);
   const std::string metadata_value = format::EncodeMetadata(metadata);
-  request.metadata_value = metadata_value;
-  request.info = c.info;
-  request.info.referenced_column_families.clear();
-  request.info.referenced_bytes = 0;
-  request.info.metadata_checksum = format::Xxh3(request.metadata_value);
-  request.pinned = pinned;
-  auto committed = Commit(std::move(request));
+  auto committed = Commit(
+      OverwriteWithItself(id, c, pieces, file, metadata_value, pinned));
   if (!committed.ok()) return committed.status().WithContext(where);
   pinned.clear();  // Commit released them.
 
