@@ -159,6 +159,125 @@ std::string EncodeStorageInfo(const StorageInfo& info) {
   return Finished(fbb);
 }
 
+namespace {
+
+Result<ItemKind> DecodeItemKind(const fb::StorageInfo& s,
+                                const std::string& what) {
+  switch (s.kind()) {
+    case fb::ItemKind::Tensor:
+      return ItemKind::kTensor;
+    case fb::ItemKind::Bytes:
+      return ItemKind::kBytes;
+    default:
+      return Status::Corruption(what + ": unknown item kind " +
+                                std::to_string(static_cast<int>(s.kind())));
+  }
+}
+
+// Corruption unless `info`'s length, piece_bytes and num_pieces agree: a
+// reader derives every piece's key and byte range from these three
+// numbers. An empty item still has one (empty) piece.
+Status CheckPieceCount(const StorageInfo& info, const std::string& what) {
+  if (info.piece_bytes == 0) {
+    return Status::Corruption(what + ": piece_bytes is 0");
+  }
+  if (info.piece_bytes > kMaxPieceBytes) {
+    return Status::Corruption(
+        what + ": piece_bytes is " + std::to_string(info.piece_bytes) +
+        ", more than any writer writes (" + std::to_string(kMaxPieceBytes) +
+        "): it is forged or damaged");
+  }
+  const uint64_t expected =
+      std::max<uint64_t>(1, info.length / info.piece_bytes +
+                                (info.length % info.piece_bytes != 0));
+  if (info.num_pieces != expected) {
+    return Status::Corruption(
+        what + ": num_pieces is " + std::to_string(info.num_pieces) + " but " +
+        std::to_string(info.length) + " bytes in pieces of " +
+        std::to_string(info.piece_bytes) + " make " + std::to_string(expected));
+  }
+  return Status::OK();
+}
+
+// An item with references: the column families its pieces are in
+// (info->sources) and each piece's, 0 for its own, 1 for the first source.
+Status DecodePieceSources(const fb::StorageInfo& s, const std::string& what,
+                          StorageInfo* info) {
+  ROCKSDCP_RETURN_IF_ERROR(DecodeNames(s.sources(), what, &info->sources));
+  const auto* ps = s.piece_sources();
+  if (ps->size() != info->num_pieces) {
+    return Status::Corruption(what + ": " + std::to_string(ps->size()) +
+                              " piece sources for " +
+                              std::to_string(info->num_pieces) + " pieces");
+  }
+  std::vector<bool> used(info->sources.size());
+  info->piece_sources.resize(ps->size());
+  for (size_t i = 0; i < ps->size(); ++i) {
+    const uint32_t src = ps->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (src > info->sources.size()) {
+      return Status::Corruption(what + ": piece " + std::to_string(i) +
+                                " names source " + std::to_string(src) +
+                                " of " + std::to_string(info->sources.size()));
+    }
+    if (src > 0) used[src - 1] = true;
+    info->piece_sources[i] = src;
+  }
+  if (std::find(used.begin(), used.end(), false) != used.end()) {
+    return Status::Corruption(what + ": a source no piece is in");
+  }
+  return Status::OK();
+}
+
+// Each piece's offset in its file, and the files' first keys' hashes.
+Status DecodePieceOffsets(const fb::StorageInfo& s, const std::string& what,
+                          StorageInfo* info) {
+  const auto* offsets = s.piece_offsets();
+  if (offsets->size() != info->num_pieces || s.piece_hashes() == nullptr) {
+    return Status::Corruption(
+        what + ": " + std::to_string(offsets->size()) + " piece offsets for " +
+        std::to_string(info->num_pieces) + " pieces" +
+        (s.piece_hashes() == nullptr ? ", without hashes" : ""));
+  }
+  // Copied out byte-wise, as the hashes are (DecodePieceHashes).
+  info->piece_offsets = ReadScalars(offsets);
+  info->file_first_key_xxh3 = s.file_first_key_xxh3();
+  if (const auto* files = s.source_file_first_key_xxh3()) {
+    if (files->size() != info->sources.size()) {
+      return Status::Corruption(
+          what + ": " + std::to_string(files->size()) + " source files for " +
+          std::to_string(info->sources.size()) + " sources");
+    }
+    info->source_file_first_key_xxh3 = ReadScalars(files);
+  }
+  return Status::OK();
+}
+
+// Each piece's XXH3-128. REQUIRES: s.piece_hashes() is not null.
+Status DecodePieceHashes(const fb::StorageInfo& s, const std::string& what,
+                         StorageInfo* info) {
+  const auto* h = s.piece_hashes();
+  if (h->size() != info->num_pieces) {
+    return Status::Corruption(what + ": " + std::to_string(h->size()) +
+                              " piece hashes for " +
+                              std::to_string(info->num_pieces) + " pieces");
+  }
+  // Copied out byte-wise: FlatBuffers' verifier checks the vector's
+  // length field but not that its 8-byte structs are aligned, so a
+  // forged value may place them anywhere.
+  const auto* bytes = reinterpret_cast<const uint8_t*>(h->Data());
+  info->piece_hashes.resize(h->size());
+  for (size_t i = 0; i < h->size(); ++i, bytes += sizeof(fb::PieceHash)) {
+    uint64_t low, high;
+    std::memcpy(&low, bytes, sizeof(low));
+    std::memcpy(&high, bytes + sizeof(low), sizeof(high));
+    info->piece_hashes[i] = {flatbuffers::EndianScalar(low),
+                             flatbuffers::EndianScalar(high)};
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<StorageInfo> DecodeStorageInfo(std::string_view value,
                                       PieceHashes hashes) {
   const std::string what = "storage info";
@@ -176,42 +295,13 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
   }
   StorageInfo info;
   info.format_version = s->format_version();
-  switch (s->kind()) {
-    case fb::ItemKind::Tensor:
-      info.kind = ItemKind::kTensor;
-      break;
-    case fb::ItemKind::Bytes:
-      info.kind = ItemKind::kBytes;
-      break;
-    default:
-      return Status::Corruption(what + ": unknown item kind " +
-                                std::to_string(static_cast<int>(s->kind())));
-  }
+  ROCKSDCP_ASSIGN_OR_RETURN(info.kind, DecodeItemKind(*s, what));
   info.length = s->length();
   info.num_pieces = s->num_pieces();
   info.piece_bytes = s->piece_bytes();
   info.compressed = s->compressed();
   if (s->file() != nullptr) info.file = s->file()->str();
-  if (info.piece_bytes == 0) {
-    return Status::Corruption(what + ": piece_bytes is 0");
-  }
-  if (info.piece_bytes > kMaxPieceBytes) {
-    return Status::Corruption(
-        what + ": piece_bytes is " + std::to_string(info.piece_bytes) +
-        ", more than any writer writes (" + std::to_string(kMaxPieceBytes) +
-        "): it is forged or damaged");
-  }
-  // A reader derives every piece's key and byte range from these three
-  // numbers, so they must agree; an empty item still has one (empty) piece.
-  const uint64_t expected =
-      std::max<uint64_t>(1, info.length / info.piece_bytes +
-                                (info.length % info.piece_bytes != 0));
-  if (info.num_pieces != expected) {
-    return Status::Corruption(
-        what + ": num_pieces is " + std::to_string(info.num_pieces) + " but " +
-        std::to_string(info.length) + " bytes in pieces of " +
-        std::to_string(info.piece_bytes) + " make " + std::to_string(expected));
-  }
+  ROCKSDCP_RETURN_IF_ERROR(CheckPieceCount(info, what));
   const bool refs = info.format_version == kReferencingStorageInfoFormatVersion;
   if (refs != (s->sources() != nullptr) ||
       refs != (s->piece_sources() != nullptr) ||
@@ -220,70 +310,12 @@ Result<StorageInfo> DecodeStorageInfo(std::string_view value,
         what + ": version " + std::to_string(info.format_version) +
         (refs ? " needs" : " has no") + " piece sources and hashes");
   }
-  if (refs) {
-    ROCKSDCP_RETURN_IF_ERROR(DecodeNames(s->sources(), what, &info.sources));
-    const auto* ps = s->piece_sources();
-    if (ps->size() != info.num_pieces) {
-      return Status::Corruption(what + ": " + std::to_string(ps->size()) +
-                                " piece sources for " +
-                                std::to_string(info.num_pieces) + " pieces");
-    }
-    std::vector<bool> used(info.sources.size());
-    info.piece_sources.resize(ps->size());
-    for (size_t i = 0; i < ps->size(); ++i) {
-      const uint32_t src = ps->Get(static_cast<flatbuffers::uoffset_t>(i));
-      if (src > info.sources.size()) {
-        return Status::Corruption(what + ": piece " + std::to_string(i) +
-                                  " names source " + std::to_string(src) +
-                                  " of " + std::to_string(info.sources.size()));
-      }
-      if (src > 0) used[src - 1] = true;
-      info.piece_sources[i] = src;
-    }
-    if (std::find(used.begin(), used.end(), false) != used.end()) {
-      return Status::Corruption(what + ": a source no piece is in");
-    }
-  }
-  const auto* offsets = s->piece_offsets();
-  if (offsets != nullptr) {
-    if (offsets->size() != info.num_pieces || s->piece_hashes() == nullptr) {
-      return Status::Corruption(
-          what + ": " + std::to_string(offsets->size()) +
-          " piece offsets for " + std::to_string(info.num_pieces) + " pieces" +
-          (s->piece_hashes() == nullptr ? ", without hashes" : ""));
-    }
-    // Copied out byte-wise, as the hashes below.
-    info.piece_offsets = ReadScalars(offsets);
-    info.file_first_key_xxh3 = s->file_first_key_xxh3();
-    if (const auto* files = s->source_file_first_key_xxh3()) {
-      if (files->size() != info.sources.size()) {
-        return Status::Corruption(
-            what + ": " + std::to_string(files->size()) + " source files for " +
-            std::to_string(info.sources.size()) + " sources");
-      }
-      info.source_file_first_key_xxh3 = ReadScalars(files);
-    }
-  }
-  if ((hashes == PieceHashes::kRead || refs || offsets != nullptr) &&
+  if (refs) ROCKSDCP_RETURN_IF_ERROR(DecodePieceSources(*s, what, &info));
+  const bool offsets = s->piece_offsets() != nullptr;
+  if (offsets) ROCKSDCP_RETURN_IF_ERROR(DecodePieceOffsets(*s, what, &info));
+  if ((hashes == PieceHashes::kRead || refs || offsets) &&
       s->piece_hashes() != nullptr) {
-    const auto* h = s->piece_hashes();
-    if (h->size() != info.num_pieces) {
-      return Status::Corruption(what + ": " + std::to_string(h->size()) +
-                                " piece hashes for " +
-                                std::to_string(info.num_pieces) + " pieces");
-    }
-    // Copied out byte-wise: FlatBuffers' verifier checks the vector's
-    // length field but not that its 8-byte structs are aligned, so a
-    // forged value may place them anywhere.
-    const auto* bytes = reinterpret_cast<const uint8_t*>(h->Data());
-    info.piece_hashes.resize(h->size());
-    for (size_t i = 0; i < h->size(); ++i, bytes += sizeof(fb::PieceHash)) {
-      uint64_t low, high;
-      std::memcpy(&low, bytes, sizeof(low));
-      std::memcpy(&high, bytes + sizeof(low), sizeof(high));
-      info.piece_hashes[i] = {flatbuffers::EndianScalar(low),
-                              flatbuffers::EndianScalar(high)};
-    }
+    ROCKSDCP_RETURN_IF_ERROR(DecodePieceHashes(*s, what, &info));
   }
   return info;
 }
