@@ -204,6 +204,139 @@ struct PieceDecodeBuffer::Rep {
 PieceDecodeBuffer::PieceDecodeBuffer() : rep_(std::make_unique<Rep>()) {}
 PieceDecodeBuffer::~PieceDecodeBuffer() = default;
 
+namespace {
+
+// The piece's kind, dtype and chunk, checked against each other.
+Status DecodeKind(const fb::ChunkPiece& p, PieceHeader* h) {
+  const auto kind = static_cast<uint8_t>(p.kind());
+  if (kind == static_cast<uint8_t>(ItemKind::kTensor)) {
+    h->kind = ItemKind::kTensor;
+    const auto dtype = static_cast<uint8_t>(p.dtype());
+    if (!IsValidDType(dtype)) {
+      return Bad("unknown dtype " + std::to_string(dtype));
+    }
+    h->dtype = static_cast<DType>(dtype);
+    if (p.chunk_offsets() == nullptr || p.chunk_sizes() == nullptr) {
+      return Bad("tensor piece lacks chunk_offsets or chunk_sizes");
+    }
+    h->chunk_offsets = ReadLongs(p.chunk_offsets());
+    h->chunk_sizes = ReadLongs(p.chunk_sizes());
+    if (h->chunk_offsets.size() != h->chunk_sizes.size()) {
+      return Bad(
+          "chunk_offsets has rank " + std::to_string(h->chunk_offsets.size()) +
+          " but chunk_sizes has rank " + std::to_string(h->chunk_sizes.size()));
+    }
+  } else if (kind == static_cast<uint8_t>(ItemKind::kBytes)) {
+    h->kind = ItemKind::kBytes;
+    h->dtype = DType::kUInt8;
+    if (p.chunk_offsets() != nullptr || p.chunk_sizes() != nullptr) {
+      return Bad("bytes piece has chunk_offsets or chunk_sizes");
+    }
+  } else {
+    return Bad("unknown item kind " + std::to_string(kind));
+  }
+  return Status::OK();
+}
+
+// Checks that piece h.piece of h.num_pieces, bytes [byte_offset,
+// +byte_length), is of the length the metadata expects and lies in its
+// chunk.
+Status CheckPieceRange(const PieceHeader& h,
+                       std::optional<uint64_t> expected_length) {
+  if (expected_length && h.byte_length != *expected_length) {
+    return Bad("the piece's header does not match the metadata (byte_length " +
+               std::to_string(h.byte_length) + ", expected " +
+               std::to_string(*expected_length) + ")");
+  }
+  if (h.piece >= h.num_pieces) {
+    return Bad("piece " + std::to_string(h.piece) +
+               " is not below num_pieces " + std::to_string(h.num_pieces));
+  }
+  uint64_t byte_end = 0;
+  if (__builtin_add_overflow(h.byte_offset, h.byte_length, &byte_end)) {
+    return Bad("byte_offset + byte_length overflows 64 bits");
+  }
+  if (h.kind == ItemKind::kTensor) {
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        const uint64_t chunk_bytes,
+        ChunkBytes(h.chunk_offsets, h.chunk_sizes, h.dtype));
+    if (byte_end > chunk_bytes) {
+      return Bad("bytes [" + std::to_string(h.byte_offset) + ", " +
+                 std::to_string(byte_end) + ") lie outside the chunk's " +
+                 std::to_string(chunk_bytes) + " bytes");
+    }
+  }
+  return Status::OK();
+}
+
+// Checks that a piece of format `version` names the codec it needs, if
+// any, and its plane sizes.
+Status CheckCodec(const fb::ChunkPiece& p, uint16_t version) {
+  const bool compressed = version == kCompressedPieceFormatVersion;
+  if (compressed != (p.codec() != fb::PieceCodec::None) ||
+      compressed != (p.plane_bytes() != nullptr)) {
+    return Bad("format_version " + std::to_string(version) + " with codec " +
+               std::to_string(static_cast<int>(p.codec())) +
+               (p.plane_bytes() != nullptr ? " and" : " and no") +
+               " plane sizes");
+  }
+  if (compressed && p.codec() != fb::PieceCodec::BytePlaneZstd) {
+    return Bad("unknown codec " + std::to_string(static_cast<int>(p.codec())));
+  }
+  return Status::OK();
+}
+
+// Decodes the stored bytes of compressed piece `p` (out->data, verified)
+// into `bytes` and points `out` at them, once they match the payload's
+// XXH3 (seeded with `seed`).
+Status DecodePlanes(const fb::ChunkPiece& p, uint64_t seed,
+                    std::vector<uint8_t>& bytes, codec::PlaneDecoder& decoder,
+                    DecodedPiece* out) {
+  const PieceHeader& h = out->header;
+  const size_t elem = PlaneElement(h.kind, h.dtype);
+  const auto* sizes = p.plane_bytes();
+  const uint32_t planes = ReadVectorLength(sizes);
+  if (planes != elem) {
+    return Bad(std::to_string(planes) + " planes for " + std::to_string(elem) +
+               "-byte elements");
+  }
+  if (h.byte_length % elem != 0) {
+    return Bad("byte_length " + std::to_string(h.byte_length) +
+               " is not whole " + std::to_string(elem) + "-byte elements");
+  }
+  // Within what a writer compresses, so a forged byte_length can't make
+  // the decoding take time or memory out of proportion to the piece.
+  if (h.byte_length > FLATBUFFERS_MAX_BUFFER_SIZE ||
+      h.byte_length > out->stored_size * kMaxCompressionRatio) {
+    return Bad("byte_length " + std::to_string(h.byte_length) + " is over " +
+               std::to_string(kMaxCompressionRatio) + " times the " +
+               std::to_string(out->stored_size) + " bytes stored for it");
+  }
+  uint32_t plane_sizes[codec::kMaxPlanes];
+  std::memcpy(plane_sizes, VectorElements(sizes), planes * sizeof(uint32_t));
+  for (uint32_t k = 0; k < planes; ++k) {
+    plane_sizes[k] = flatbuffers::EndianScalar(plane_sizes[k]);
+  }
+  const size_t length = static_cast<size_t>(h.byte_length);
+  if (bytes.size() < length) bytes.resize(length);
+  Status decoded = decoder.Decode(
+      std::string_view(reinterpret_cast<const char*>(out->data), out->size),
+      plane_sizes, planes, bytes.data(), length);
+  if (!decoded.ok()) {
+    return decoded.IsCorruption() ? Bad(decoded.message()) : decoded;
+  }
+  const uint64_t payload = Xxh3(bytes.data(), length, seed);
+  if (payload != p.payload_xxh3()) {
+    return Bad("decoded payload checksum mismatch: stored XXH3 " +
+               Hex64(p.payload_xxh3()) + ", computed " + Hex64(payload));
+  }
+  out->data = bytes.data();
+  out->size = length;
+  return Status::OK();
+}
+
+}  // namespace
+
 // A piece is read in place, not copied to aligned memory as the small
 // values are (AlignedBytes): it holds up to max_piece_bytes of data, and
 // RocksDB hands it over wherever it sits in its block, so most pieces are
@@ -235,76 +368,18 @@ Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key,
 
   DecodedPiece out;
   PieceHeader& h = out.header;
-  const auto kind = static_cast<uint8_t>(p.kind());
-  if (kind == static_cast<uint8_t>(ItemKind::kTensor)) {
-    h.kind = ItemKind::kTensor;
-    const auto dtype = static_cast<uint8_t>(p.dtype());
-    if (!IsValidDType(dtype)) {
-      return Bad("unknown dtype " + std::to_string(dtype));
-    }
-    h.dtype = static_cast<DType>(dtype);
-    if (p.chunk_offsets() == nullptr || p.chunk_sizes() == nullptr) {
-      return Bad("tensor piece lacks chunk_offsets or chunk_sizes");
-    }
-    h.chunk_offsets = ReadLongs(p.chunk_offsets());
-    h.chunk_sizes = ReadLongs(p.chunk_sizes());
-    if (h.chunk_offsets.size() != h.chunk_sizes.size()) {
-      return Bad(
-          "chunk_offsets has rank " + std::to_string(h.chunk_offsets.size()) +
-          " but chunk_sizes has rank " + std::to_string(h.chunk_sizes.size()));
-    }
-  } else if (kind == static_cast<uint8_t>(ItemKind::kBytes)) {
-    h.kind = ItemKind::kBytes;
-    h.dtype = DType::kUInt8;
-    if (p.chunk_offsets() != nullptr || p.chunk_sizes() != nullptr) {
-      return Bad("bytes piece has chunk_offsets or chunk_sizes");
-    }
-  } else {
-    return Bad("unknown item kind " + std::to_string(kind));
-  }
-
+  ROCKSDCP_RETURN_IF_ERROR(DecodeKind(p, &h));
   h.piece = p.piece();
   h.num_pieces = p.num_pieces();
   h.byte_offset = p.byte_offset();
   h.byte_length = p.byte_length();
-  if (expected_length && h.byte_length != *expected_length) {
-    return Bad("the piece's header does not match the metadata (byte_length " +
-               std::to_string(h.byte_length) + ", expected " +
-               std::to_string(*expected_length) + ")");
-  }
-  if (h.piece >= h.num_pieces) {
-    return Bad("piece " + std::to_string(h.piece) +
-               " is not below num_pieces " + std::to_string(h.num_pieces));
-  }
-  uint64_t byte_end = 0;
-  if (__builtin_add_overflow(h.byte_offset, h.byte_length, &byte_end)) {
-    return Bad("byte_offset + byte_length overflows 64 bits");
-  }
-  if (h.kind == ItemKind::kTensor) {
-    ROCKSDCP_ASSIGN_OR_RETURN(
-        const uint64_t chunk_bytes,
-        ChunkBytes(h.chunk_offsets, h.chunk_sizes, h.dtype));
-    if (byte_end > chunk_bytes) {
-      return Bad("bytes [" + std::to_string(h.byte_offset) + ", " +
-                 std::to_string(byte_end) + ") lie outside the chunk's " +
-                 std::to_string(chunk_bytes) + " bytes");
-    }
-  }
+  ROCKSDCP_RETURN_IF_ERROR(CheckPieceRange(h, expected_length));
+  ROCKSDCP_RETURN_IF_ERROR(CheckCodec(p, version));
 
-  const bool compressed = version == kCompressedPieceFormatVersion;
-  if (compressed != (p.codec() != fb::PieceCodec::None) ||
-      compressed != (p.plane_bytes() != nullptr)) {
-    return Bad("format_version " + std::to_string(version) + " with codec " +
-               std::to_string(static_cast<int>(p.codec())) +
-               (p.plane_bytes() != nullptr ? " and" : " and no") +
-               " plane sizes");
-  }
-  if (compressed && p.codec() != fb::PieceCodec::BytePlaneZstd) {
-    return Bad("unknown codec " + std::to_string(static_cast<int>(p.codec())));
-  }
   const ByteVector* data = p.data();
   if (data == nullptr) return Bad("no data");
   const uint32_t data_size = ReadVectorLength(data);
+  const bool compressed = version == kCompressedPieceFormatVersion;
   if (!compressed && data_size != h.byte_length) {
     return Bad("data holds " + std::to_string(data_size) +
                " bytes but byte_length is " + std::to_string(h.byte_length));
@@ -327,46 +402,8 @@ Result<DecodedPiece> DecodePiece(std::string_view value, std::string_view key,
   if (!compressed) return out;
 
   // The stored bytes are the writer's; now what they decode to.
-  const size_t elem = PlaneElement(h.kind, h.dtype);
-  const auto* sizes = p.plane_bytes();
-  const uint32_t planes = ReadVectorLength(sizes);
-  if (planes != elem) {
-    return Bad(std::to_string(planes) + " planes for " + std::to_string(elem) +
-               "-byte elements");
-  }
-  if (h.byte_length % elem != 0) {
-    return Bad("byte_length " + std::to_string(h.byte_length) +
-               " is not whole " + std::to_string(elem) + "-byte elements");
-  }
-  // Within what a writer compresses, so a forged byte_length can't make
-  // the decoding take time or memory out of proportion to the piece.
-  if (h.byte_length > FLATBUFFERS_MAX_BUFFER_SIZE ||
-      h.byte_length > uint64_t{data_size} * kMaxCompressionRatio) {
-    return Bad("byte_length " + std::to_string(h.byte_length) + " is over " +
-               std::to_string(kMaxCompressionRatio) + " times the " +
-               std::to_string(data_size) + " bytes stored for it");
-  }
-  uint32_t plane_sizes[codec::kMaxPlanes];
-  std::memcpy(plane_sizes, VectorElements(sizes), planes * sizeof(uint32_t));
-  for (uint32_t k = 0; k < planes; ++k) {
-    plane_sizes[k] = flatbuffers::EndianScalar(plane_sizes[k]);
-  }
   PieceDecodeBuffer::Rep& r = *buffer->rep_;
-  const size_t length = static_cast<size_t>(h.byte_length);
-  if (r.bytes.size() < length) r.bytes.resize(length);
-  Status decoded = r.decoder.Decode(
-      std::string_view(reinterpret_cast<const char*>(out.data), out.size),
-      plane_sizes, planes, r.bytes.data(), length);
-  if (!decoded.ok()) {
-    return decoded.IsCorruption() ? Bad(decoded.message()) : decoded;
-  }
-  const uint64_t payload = Xxh3(r.bytes.data(), length, seed);
-  if (payload != p.payload_xxh3()) {
-    return Bad("decoded payload checksum mismatch: stored XXH3 " +
-               Hex64(p.payload_xxh3()) + ", computed " + Hex64(payload));
-  }
-  out.data = r.bytes.data();
-  out.size = length;
+  ROCKSDCP_RETURN_IF_ERROR(DecodePlanes(p, seed, r.bytes, r.decoder, &out));
   return out;
 }
 
