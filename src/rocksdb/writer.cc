@@ -282,6 +282,107 @@ std::optional<StorageMeta> RocksDBStorageWriterImpl::GetStorageMeta() {
   return meta;
 }
 
+struct RocksDBStorageWriterImpl::CommitFiles {
+  using KeyRanges = std::map<std::string, std::pair<std::string, std::string>>;
+
+  explicit CommitFiles(std::string staging_root)
+      : staging_prefix(std::move(staging_root) + "/") {}
+
+  // Widens `file`'s range to hold [first, last].
+  void Add(std::string file, std::string first, std::string last) {
+    if (last_file == ranges.end() || last_file->first != file) {
+      last_file = ranges.find(file);
+    }
+    if (last_file == ranges.end()) {
+      last_file = ranges
+                      .try_emplace(std::move(file), std::move(first),
+                                   std::move(last))
+                      .first;
+      return;
+    }
+    auto& [lo, hi] = last_file->second;
+    if (first < lo) lo = std::move(first);
+    if (hi < last) hi = std::move(last);
+  }
+
+  // Only files in this store's staging area are ever ingested.
+  const std::string staging_prefix;
+  // Each file's smallest and largest key: an item's pieces are adjacent,
+  // in piece order.
+  KeyRanges ranges;
+  // The last item's file: a rank's items of one file come one after the
+  // other, so most items find their file without a search.
+  KeyRanges::iterator last_file = ranges.end();
+  std::set<std::string> referenced;
+};
+
+Status RocksDBStorageWriterImpl::AddResult(const WriteResult& r,
+                                           Metadata* metadata,
+                                           CommitFiles* files,
+                                           CommitRequest* request) const {
+  auto info =
+      format::DecodeStorageInfo(r.storage_data, format::PieceHashes::kRead);
+  if (!info.ok()) {
+    return info.status().WithContext(Where() + ": result of item " +
+                                     Quote(r.index.ToString()));
+  }
+  if (info->file.rfind(files->staging_prefix, 0) != 0 ||
+      info->file.find("/../") != std::string::npos) {
+    return Status::InvalidArgument(
+        Where() + ": item " + Quote(r.index.ToString()) +
+        " names staging file " + Quote(info->file) +
+        " outside the store's staging directory");
+  }
+  std::string first = keys::PieceKey(r.index, 0);
+  std::string last = first;
+  keys::SetKeyPiece(&last, std::max<uint32_t>(info->num_pieces, 1) - 1);
+  files->Add(std::move(info->file), std::move(first), std::move(last));
+  info->file.clear();
+  // An incremental save's references: only to what its base pinned.
+  for (const std::string& source : info->sources) {
+    if (std::find(pinned_.begin(), pinned_.end(), source) == pinned_.end()) {
+      return Status::InvalidArgument(
+          Where() + ": item " + Quote(r.index.ToString()) +
+          " references column family " + Quote(source) +
+          ", which is not the save's base or one the base references");
+    }
+    files->referenced.insert(source);
+  }
+  for (uint32_t p = 0; p < info->piece_sources.size(); ++p) {
+    if (info->piece_sources[p] == 0) continue;
+    request->info.referenced_bytes += info->PieceLength(p);
+  }
+  auto [it, inserted] = metadata->storage_data.emplace(
+      r.index, format::EncodeStorageInfo(*info));
+  if (!inserted) {
+    return Status::InvalidArgument(Where() + ": item " +
+                                   Quote(r.index.ToString()) +
+                                   " was written by more than one rank");
+  }
+  request->info.bytes += r.size_in_bytes;
+  ++request->info.items;
+  return Status::OK();
+}
+
+void RocksDBStorageWriterImpl::EncodeCommit(const Metadata& metadata,
+                                            uint64_t metadata_bound,
+                                            CommitRequest* request) {
+  // Both sized once, as growing copies what they hold; pages never
+  // touched cost nothing.
+  if (metadata_fbb_ == nullptr) {
+    metadata_fbb_ = std::make_unique<flatbuffers::FlatBufferBuilder>(
+        std::min(metadata_bound, kMaxMetadataBufferBytes));
+  }
+  request->metadata_value =
+      format::EncodeMetadata(metadata, metadata_fbb_.get());
+  if (commit_batch_ == nullptr) {
+    commit_batch_ = std::make_unique<rocksdb::WriteBatch>(
+        request->metadata_value.size() + kCatalogEntryRoom);
+  }
+  request->info.metadata_checksum = format::Xxh3(request->metadata_value);
+  request->batch = commit_batch_.get();
+}
+
 Status RocksDBStorageWriterImpl::Finish(
     Metadata* metadata, const std::vector<std::vector<WriteResult>>& results) {
   if (!set_up_ || !is_coordinator_) {
@@ -292,102 +393,26 @@ Status RocksDBStorageWriterImpl::Finish(
   request.checkpoint_id = checkpoint_id_;
   request.overwrite = options_.overwrite;
   request.info.world_size = world_size_;
-
-  // Each file's smallest and largest key: an item's pieces are adjacent,
-  // in piece order.
-  using KeyRanges = std::map<std::string, std::pair<std::string, std::string>>;
-  KeyRanges files;
-  // The last item's file: a rank's items of one file come one after the
-  // other, so most items find their file without a search.
-  KeyRanges::iterator last_file = files.end();
-  std::set<std::string> referenced;
+  CommitFiles files(store_->staging_root());
   metadata->storage_data.clear();
-  const std::string staging_prefix = store_->staging_root() + "/";
   for (const auto& rank_results : results) {
     for (const WriteResult& r : rank_results) {
-      auto info =
-          format::DecodeStorageInfo(r.storage_data, format::PieceHashes::kRead);
-      if (!info.ok()) {
-        return info.status().WithContext(Where() + ": result of item " +
-                                         Quote(r.index.ToString()));
-      }
-      // Only files in this store's staging area are ever ingested.
-      if (info->file.rfind(staging_prefix, 0) != 0 ||
-          info->file.find("/../") != std::string::npos) {
-        return Status::InvalidArgument(
-            Where() + ": item " + Quote(r.index.ToString()) +
-            " names staging file " + Quote(info->file) +
-            " outside the store's staging directory");
-      }
-      std::string first = keys::PieceKey(r.index, 0);
-      std::string last = first;
-      keys::SetKeyPiece(&last, std::max<uint32_t>(info->num_pieces, 1) - 1);
-      if (last_file == files.end() || last_file->first != info->file) {
-        last_file = files.find(info->file);
-      }
-      if (last_file == files.end()) {
-        last_file = files
-                        .try_emplace(std::move(info->file), std::move(first),
-                                     std::move(last))
-                        .first;
-      } else {
-        auto& [lo, hi] = last_file->second;
-        if (first < lo) lo = std::move(first);
-        if (hi < last) hi = std::move(last);
-      }
-      info->file.clear();
-      // An incremental save's references: only to what its base pinned.
-      for (const std::string& source : info->sources) {
-        if (std::find(pinned_.begin(), pinned_.end(), source) ==
-            pinned_.end()) {
-          return Status::InvalidArgument(
-              Where() + ": item " + Quote(r.index.ToString()) +
-              " references column family " + Quote(source) +
-              ", which is not the save's base or one the base references");
-        }
-        referenced.insert(source);
-      }
-      for (uint32_t p = 0; p < info->piece_sources.size(); ++p) {
-        if (info->piece_sources[p] == 0) continue;
-        request.info.referenced_bytes += info->PieceLength(p);
-      }
-      auto [it, inserted] = metadata->storage_data.emplace(
-          r.index, format::EncodeStorageInfo(*info));
-      if (!inserted) {
-        return Status::InvalidArgument(Where() + ": item " +
-                                       Quote(r.index.ToString()) +
-                                       " was written by more than one rank");
-      }
-      request.info.bytes += r.size_in_bytes;
-      ++request.info.items;
+      ROCKSDCP_RETURN_IF_ERROR(AddResult(r, metadata, &files, &request));
     }
   }
-  request.info.referenced_column_families.assign(referenced.begin(),
-                                                 referenced.end());
+  request.info.referenced_column_families.assign(files.referenced.begin(),
+                                                 files.referenced.end());
   metadata->storage_meta = GetStorageMeta();
   uint64_t metadata_bound = 0;
   ROCKSDCP_RETURN_IF_ERROR(format::CheckMetadataFits(*metadata,
                                                      format::kMaxMetadataBytes,
                                                      &metadata_bound)
                                .WithContext(Where()));
-  for (auto& [file, range] : files) {
+  for (auto& [file, range] : files.ranges) {
     request.files.push_back(file);
     request.key_ranges.push_back(std::move(range));
   }
-  // Both sized once, as growing copies what they hold; pages never
-  // touched cost nothing.
-  if (metadata_fbb_ == nullptr) {
-    metadata_fbb_ = std::make_unique<flatbuffers::FlatBufferBuilder>(
-        std::min(metadata_bound, kMaxMetadataBufferBytes));
-  }
-  request.metadata_value =
-      format::EncodeMetadata(*metadata, metadata_fbb_.get());
-  if (commit_batch_ == nullptr) {
-    commit_batch_ = std::make_unique<rocksdb::WriteBatch>(
-        request.metadata_value.size() + kCatalogEntryRoom);
-  }
-  request.info.metadata_checksum = format::Xxh3(request.metadata_value);
-  request.batch = commit_batch_.get();
+  EncodeCommit(*metadata, metadata_bound, &request);
 
   request.pinned = pinned_;
   auto committed = store_->Commit(std::move(request));

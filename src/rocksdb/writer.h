@@ -30,6 +30,7 @@
 namespace rocksdcp {
 
 class StoreImpl;
+struct CommitRequest;
 
 class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
  public:
@@ -122,6 +123,21 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   // named (see format::RankPlan).
   std::map<MetadataIndex, format::StorageInfo> BaseItemsFor(
       const SavePlan& plan);
+  // Finish's steps. What the ranks' results add up to: the staging files'
+  // key ranges and the column families referenced.
+  struct CommitFiles;
+  // Adds one rank's result `r` to the commit: its storage info (without
+  // its file) to `metadata`, its file's key range and its references to
+  // `files`, its bytes to `request`. InvalidArgument if it names a file
+  // outside the staging area, a column family the base did not pin, or an
+  // item another rank wrote.
+  Status AddResult(const WriteResult& r, Metadata* metadata,
+                   CommitFiles* files, CommitRequest* request) const;
+  // Encodes `metadata` (of at most `metadata_bound` bytes) into
+  // request->metadata_value and sets request->batch, through buffers kept
+  // from one save to the next.
+  void EncodeCommit(const Metadata& metadata, uint64_t metadata_bound,
+                    CommitRequest* request);
   std::string Where() const;
 
   StoreImpl* const store_;
