@@ -254,6 +254,7 @@ struct RocksDBReaderOptions {
   // pieces' steps overlap, on cores and on the disk. 0 picks one per
   // hardware thread and at least 4, but at most one per 32 MiB of the
   // plan's payload. Threads that don't fit memory_budget don't start.
+  // Must be >= 0.
   // Default: 0
   int read_threads = 0;
 
@@ -297,7 +298,8 @@ struct RocksDBReaderOptions {
   // buffer from the store's pool (memory_budget counts it): large reads,
   // no page cache filled, but loading the same checkpoint again reads the
   // disk again. Cached bytes, and files that refuse O_DIRECT, are read
-  // through the page cache. 0 reads every piece through the page cache.
+  // through the page cache. 0 reads every piece through the page cache;
+  // at most 1 GiB.
   // Default: 8 MiB (SmallDeviceProfile: 2 MiB)
   uint64_t direct_span_bytes = 8ull << 20;
 
