@@ -72,8 +72,8 @@ Status Prepare(const std::string& dir, StateData& source,
     ROCKSDCP_RETURN_IF_ERROR(WriteFileFsync(dir + "/" + RawCopy(k), payload));
   }
   {
-    ROCKSDCP_ASSIGN_OR_RETURN(auto store,
-                              Store::Open(dir + "/store", config.profile.store));
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        auto store, Store::Open(dir + "/store", config.profile.store));
     ROCKSDCP_ASSIGN_OR_RETURN(auto writer,
                               store->NewWriter(WriterOptions(config)));
     ROCKSDCP_RETURN_IF_ERROR(
@@ -97,8 +97,9 @@ Result<double> AgeOf(const std::string& dir, const StateData& source) {
   uint64_t bytes = 0;
   if (!(stamp >> when >> bytes) || bytes != source.total_bytes()) {
     return Status::FailedPrecondition(
-        dir + " is not prepared for this workload: run rocksdcp_bench "
-              "--aged_prepare=DIR with the same flags first");
+        dir +
+        " is not prepared for this workload: run rocksdcp_bench "
+        "--aged_prepare=DIR with the same flags first");
   }
   return NowSeconds() - static_cast<double>(when);
 }
@@ -148,20 +149,20 @@ WorkloadData& AgedData(benchmark::State& state, const Config& config) {
 void BM_AgedRawFileRead(benchmark::State& state, const Config& config) {
   WorkloadData& data = AgedData(state, config);
   const std::vector<iovec> into = data.dest->Payload();
-  TimeAgedRead(
-      state, data, WorkloadDir(config.aged_dir, data.source.spec().id),
-      RawCopy(0), state.range(1),
-      [&](const std::string& path) { return ReadFile(path, into); });
+  TimeAgedRead(state, data, WorkloadDir(config.aged_dir, data.source.spec().id),
+               RawCopy(0), state.range(1),
+               [&](const std::string& path) { return ReadFile(path, into); });
 }
 
 // Args: wl, qd (1, 4, 8: raw-1, -2, -3), regime.
 void BM_AgedRawReadDirect(benchmark::State& state, const Config& config) {
   WorkloadData& data = AgedData(state, config);
   const int qd = static_cast<int>(state.range(1));
-  TimeAgedRead(state, data,
-               WorkloadDir(config.aged_dir, data.source.spec().id),
-               RawCopy(qd == 1 ? 1 : qd == 4 ? 2 : 3), state.range(2),
-               DirectReadInto(data.dest->Payload(), qd));
+  TimeAgedRead(state, data, WorkloadDir(config.aged_dir, data.source.spec().id),
+               RawCopy(qd == 1   ? 1
+                       : qd == 4 ? 2
+                                 : 3),
+               state.range(2), DirectReadInto(data.dest->Payload(), qd));
 }
 
 // Args: wl, regime. What a restarted trainer does: open the store
@@ -170,9 +171,8 @@ void BM_AgedLoad(benchmark::State& state, const Config& config) {
   WorkloadData& data = AgedData(state, config);
   StoreOptions options = config.profile.store;
   options.read_only = true;
-  TimeAgedRead(state, data,
-               WorkloadDir(config.aged_dir, data.source.spec().id), "store",
-               state.range(1), [&](const std::string& path) -> Status {
+  TimeAgedRead(state, data, WorkloadDir(config.aged_dir, data.source.spec().id),
+               "store", state.range(1), [&](const std::string& path) -> Status {
                  ROCKSDCP_ASSIGN_OR_RETURN(auto store,
                                            Store::Open(path, options));
                  ROCKSDCP_ASSIGN_OR_RETURN(

@@ -86,8 +86,9 @@ void RawFileWriteFsync(benchmark::State& state, WorkloadData& data) {
   // A new file per iteration, as each save writes new files; the files are
   // deleted after the loop, as the save cases delete checkpoints.
   const std::vector<iovec> iov = data.source.Payload();
-  TimeWrites(state, data, "raw-write", Status::OK(),
-             [&](const std::string& path) { return WriteFileFsync(path, iov); });
+  TimeWrites(
+      state, data, "raw-write", Status::OK(),
+      [&](const std::string& path) { return WriteFileFsync(path, iov); });
 }
 
 void RawFileRead(benchmark::State& state, WorkloadData& data, bool cold) {

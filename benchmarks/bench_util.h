@@ -150,8 +150,8 @@ void RawReadDirect(benchmark::State& state, WorkloadData& data,
 // BM_RawReadDirect's read of a payload file into `iov` in order: O_DIRECT,
 // `queue_depth` threads with one 8 MiB pread each in flight. Its aligned
 // buffers are allocated (and touched) here, not in the returned call.
-std::function<Status(const std::string&)> DirectReadInto(
-    std::vector<iovec> iov, int queue_depth);
+std::function<Status(const std::string&)> DirectReadInto(std::vector<iovec> iov,
+                                                         int queue_depth);
 // BM_RssSave and BM_RssLoad (workload_bench.cc). RssLoad loads back into
 // data.source, checks it against its seed and frees the slot
 // (DropWorkload): the next user of it must not find the zeroes of a failed

@@ -119,8 +119,8 @@ class Stepper {
     const uint64_t rows = static_cast<uint64_t>(t.sizes[0]);
     const uint64_t row_bytes = t.nbytes() / rows;
     const uint64_t piece = PieceBytes(config_, DTypeSize(t.dtype));
-    std::vector<bool> row_changed(rows), piece_changed(
-                                             (t.nbytes() + piece - 1) / piece);
+    std::vector<bool> row_changed(rows),
+        piece_changed((t.nbytes() + piece - 1) / piece);
     for (uint64_t n = std::max<uint64_t>(1, rows / 100); n > 0;) {
       const uint64_t r = SplitMix64(state_) % rows;
       if (row_changed[r]) continue;

@@ -186,8 +186,7 @@ int RunFloor(const Args& args, StateData& source, StateData& dest) {
   CALLGRIND_STOP_INSTRUMENTATION;
   const double ms = Since(t0);
   g_sink = h;
-  std::printf("measured_ms %.1f\nfloor_hash %s\n", ms,
-              args.floor_hash.c_str());
+  std::printf("measured_ms %.1f\nfloor_hash %s\n", ms, args.floor_hash.c_str());
   if (!dest.SameAs(source)) {
     std::fprintf(stderr, "FAILED: the floor's copy differs from the source\n");
     return 1;
@@ -301,9 +300,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const WorkloadSpec spec =
-      args.workload == "w1"
-          ? W1Spec(static_cast<uint64_t>(args.w1_mib) << 20)
-          : W3Spec(args.w3_tensors, args.w3_byte_items);
+      args.workload == "w1" ? W1Spec(static_cast<uint64_t>(args.w1_mib) << 20)
+                            : W3Spec(args.w3_tensors, args.w3_byte_items);
   StateData source(spec, /*seed=*/args.workload == "w1" ? 1 : 3);
   std::unique_ptr<StateData> dest;
   if (args.phase != "save") dest = std::make_unique<StateData>(spec, 0);
@@ -325,6 +323,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace rocksdcp::bench
 
-int main(int argc, char** argv) {
-  return rocksdcp::bench::Main(argc, argv);
-}
+int main(int argc, char** argv) { return rocksdcp::bench::Main(argc, argv); }

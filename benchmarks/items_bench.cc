@@ -56,8 +56,8 @@ WorkloadSpec ItemsSpec(int64_t n, int64_t large_rows) {
 // The source state dict of the case's args (items, large), built on first
 // use and kept while the next case has the same args; one at a time.
 StateData& Source(benchmark::State& state, const Config& config) {
-  static auto* built = new std::pair<std::pair<int64_t, int64_t>,
-                                     std::unique_ptr<StateData>>();
+  static auto* built =
+      new std::pair<std::pair<int64_t, int64_t>, std::unique_ptr<StateData>>();
   const std::pair<int64_t, int64_t> key{state.range(0), state.range(1)};
   if (!built->second || built->first != key) {
     built->second.reset();
@@ -75,10 +75,9 @@ StateData& Source(benchmark::State& state, const Config& config) {
 void SetItemCounters(benchmark::State& state, const StateData& data) {
   const double items = static_cast<double>(data.items());
   state.counters["items"] = items;
-  state.counters["time_per_item"] = benchmark::Counter(
-      items,
-      benchmark::Counter::kIsIterationInvariantRate |
-          benchmark::Counter::kInvert);
+  state.counters["time_per_item"] =
+      benchmark::Counter(items, benchmark::Counter::kIsIterationInvariantRate |
+                                    benchmark::Counter::kInvert);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(data.total_bytes()));
 }
@@ -92,10 +91,10 @@ Status SaveAs(RocksDBStorageWriter* writer, StateData& data,
 void BM_ItemsSave(benchmark::State& state, const Config& config) {
   StateData& data = Source(state, config);
   ScratchStore store("items-save", config.profile.store);
-  auto writer = store.status().ok()
-                    ? store->NewWriter(config.profile.writer)
-                    : Result<std::unique_ptr<RocksDBStorageWriter>>(
-                          store.status());
+  auto writer =
+      store.status().ok()
+          ? store->NewWriter(config.profile.writer)
+          : Result<std::unique_ptr<RocksDBStorageWriter>>(store.status());
   if (!writer.ok()) {
     state.SkipWithError(writer.status().ToString().c_str());
     return;
@@ -117,8 +116,7 @@ void BM_ItemsLoad(benchmark::State& state, const Config& config) {
   Status s = store.status();
   if (s.ok()) {
     auto writer = store->NewWriter(config.profile.writer);
-    s = writer.ok() ? SaveAs(writer->get(), source, "ckpt")
-                    : writer.status();
+    s = writer.ok() ? SaveAs(writer->get(), source, "ckpt") : writer.status();
   }
   // From before the first load, as in BM_Load.
   const RssMeter rss;

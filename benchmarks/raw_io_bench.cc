@@ -358,8 +358,8 @@ void RawReadDirect(benchmark::State& state, WorkloadData& data,
   });
 }
 
-std::function<Status(const std::string&)> DirectReadInto(
-    std::vector<iovec> iov, int queue_depth) {
+std::function<Status(const std::string&)> DirectReadInto(std::vector<iovec> iov,
+                                                         int queue_depth) {
   auto stream = std::make_shared<const Stream>(std::move(iov));
   auto buffers =
       std::make_shared<std::vector<AlignedBuffer>>(Buffers(queue_depth));

@@ -33,8 +33,8 @@
 #include <rocksdb/options.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -210,13 +210,15 @@ void BM_RocksDBOpen(benchmark::State& state, const Config&) {
   Run(state, [](const std::string& dir, int64_t) -> Status {
     rocksdb::DBOptions db_options;
     std::vector<std::string> names;
-    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, dir, &names);
+    rocksdb::Status s =
+        rocksdb::DB::ListColumnFamilies(db_options, dir, &names);
     const rocksdb::Options cf_options = CheckpointColumnFamilyOptions();
     std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
     for (const std::string& name : names) {
-      descriptors.emplace_back(name, name == rocksdb::kDefaultColumnFamilyName
-                                         ? CatalogColumnFamilyOptions()
-                                         : rocksdb::ColumnFamilyOptions(cf_options));
+      descriptors.emplace_back(name,
+                               name == rocksdb::kDefaultColumnFamilyName
+                                   ? CatalogColumnFamilyOptions()
+                                   : rocksdb::ColumnFamilyOptions(cf_options));
     }
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
@@ -235,9 +237,9 @@ void BM_RocksDBOpen(benchmark::State& state, const Config&) {
 }  // namespace
 
 void RegisterStoreScaleBenchmarks(const Config& config) {
-  const std::vector<int64_t> counts =
-      config.quick ? std::vector<int64_t>{1, 10, 100}
-                   : std::vector<int64_t>{1, 100, 1000};
+  const std::vector<int64_t> counts = config.quick
+                                          ? std::vector<int64_t>{1, 10, 100}
+                                          : std::vector<int64_t>{1, 100, 1000};
   for (auto [name, fn] : std::vector<std::pair<const char*, CaseFn>>{
            {"BM_RocksDBOpen", BM_RocksDBOpen},
            {"BM_StoreOpenList", BM_StoreOpenList},

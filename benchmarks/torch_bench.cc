@@ -28,11 +28,10 @@
 // baseline and rocksdcp's with LibTorch's (target: 2x both ways).
 
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <sys/uio.h>
 #include <torch/torch.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -75,8 +74,8 @@ TorchWorkload& GetTorchWorkload(const Config& config) {
     for (int i = 0; i < kLayers; ++i) {
       w->model->push_back(::torch::nn::Linear(width, width));
     }
-    w->adam = std::make_unique<::torch::optim::Adam>(w->model->parameters(),
-                                                     1e-4);
+    w->adam =
+        std::make_unique<::torch::optim::Adam>(w->model->parameters(), 1e-4);
     // One step with random gradients, so that Adam has its state and it is
     // no run of zeros.
     for (auto& p : w->model->parameters()) {

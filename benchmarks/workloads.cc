@@ -132,8 +132,7 @@ WorkloadSpec W5Spec(int64_t hidden, int64_t lora_rank) {
 
 bool IsW5Trainable(const TensorSpec& tensor) {
   const std::string& f = tensor.fqn;
-  return f.find(".lora_") != std::string::npos ||
-         f.ends_with("norm.weight");
+  return f.find(".lora_") != std::string::npos || f.ends_with("norm.weight");
 }
 
 WorkloadSpec W6Spec(int64_t rows) {

@@ -59,11 +59,11 @@ struct MlpImpl : torch::nn::Module {
     layers = register_module(
         "layers",
         torch::nn::Sequential(
-            torch::nn::Linear(kInputs, kHidden), torch::nn::BatchNorm1d(kHidden),
-            torch::nn::ReLU(), torch::nn::Dropout(0.1),
-            torch::nn::Linear(kHidden, kHidden), torch::nn::BatchNorm1d(kHidden),
-            torch::nn::ReLU(), torch::nn::Dropout(0.1),
-            torch::nn::Linear(kHidden, kClasses)));
+            torch::nn::Linear(kInputs, kHidden),
+            torch::nn::BatchNorm1d(kHidden), torch::nn::ReLU(),
+            torch::nn::Dropout(0.1), torch::nn::Linear(kHidden, kHidden),
+            torch::nn::BatchNorm1d(kHidden), torch::nn::ReLU(),
+            torch::nn::Dropout(0.1), torch::nn::Linear(kHidden, kClasses)));
   }
   torch::Tensor forward(const torch::Tensor& x) { return layers->forward(x); }
   torch::nn::Sequential layers{nullptr};
@@ -117,12 +117,18 @@ bool ParseArgs(int argc, char** argv, Args* a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* v = argv[i + 1];
-    if (flag == "--store") a->store = v;
-    else if (flag == "--steps") a->steps = std::atoll(v);
-    else if (flag == "--every") a->every = std::atoll(v);
-    else if (flag == "--keep") a->keep = std::strtoull(v, nullptr, 10);
-    else if (flag == "--seed") a->seed = std::strtoull(v, nullptr, 10);
-    else return false;
+    if (flag == "--store")
+      a->store = v;
+    else if (flag == "--steps")
+      a->steps = std::atoll(v);
+    else if (flag == "--every")
+      a->every = std::atoll(v);
+    else if (flag == "--keep")
+      a->keep = std::strtoull(v, nullptr, 10);
+    else if (flag == "--seed")
+      a->seed = std::strtoull(v, nullptr, 10);
+    else
+      return false;
   }
   return argc % 2 == 1 && !a->store.empty() && a->steps > 0 && a->every > 0;
 }
@@ -133,8 +139,8 @@ int Train(const Args& args) {
   at::set_num_threads(1);
   torch::manual_seed(args.seed);
   Mlp model;
-  torch::optim::AdamW adamw(model->parameters(),
-                            torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  torch::optim::AdamW adamw(
+      model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
   SyntheticLoader loader(args.seed);
   rocksdcp::torch::TrainerState state;
   const rocksdcp::torch::Trainer trainer{model.get(), &adamw, &state};
@@ -159,8 +165,8 @@ int Train(const Args& args) {
                 state.step);
   }
 
-  auto checkpointer = rocksdcp::AsyncCheckpointer::Create(
-      {.staging_budget = 64ull << 20});
+  auto checkpointer =
+      rocksdcp::AsyncCheckpointer::Create({.staging_budget = 64ull << 20});
   if (!checkpointer.ok()) return Fail("checkpointer", checkpointer.status());
   auto writer = (*store)->NewWriter({.overwrite = true});
   if (!writer.ok()) return Fail("writer", writer.status());
@@ -179,7 +185,8 @@ int Train(const Args& args) {
     model->train();
     auto [x, y] = loader.Next();
     adamw.zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    torch::Tensor loss =
+        torch::nn::functional::cross_entropy(model->forward(x), y);
     loss.backward();
     adamw.step();
     const float value = loss.item<float>();
@@ -203,8 +210,9 @@ int Train(const Args& args) {
       auto dict = rocksdcp::torch::MakeStateDict(trainer);
       if (!dict.ok()) return Fail("state dict", dict.status());
       pending_id = CheckpointId(step);
-      auto handle = (*checkpointer)->Save(dict->dict(), **writer,
-                                          {.checkpoint_id = pending_id});
+      auto handle =
+          (*checkpointer)
+              ->Save(dict->dict(), **writer, {.checkpoint_id = pending_id});
       if (!handle.ok()) return Fail("save", handle.status());
       pending = std::move(handle).value();
       std::printf("commit-begin %s\n", pending_id.c_str());

@@ -71,7 +71,8 @@ Records Parse(const uint8_t* data, size_t size) {
   size_t at = 0;
   auto take = [&](size_t n, std::string* out) {
     if (size - at < n) return false;
-    if (out != nullptr) out->assign(reinterpret_cast<const char*>(data + at), n);
+    if (out != nullptr)
+      out->assign(reinterpret_cast<const char*>(data + at), n);
     at += n;
     return true;
   };
@@ -88,9 +89,8 @@ Records Parse(const uint8_t* data, size_t size) {
     }
     std::string value;
     if (!take(vlen, &value)) break;
-    const size_t end = key.size() > 1 && key[0] == '\x7f'
-                           ? key.find('\x7f', 1)
-                           : std::string::npos;
+    const size_t end = key.size() > 1 && key[0] == '\x7f' ? key.find('\x7f', 1)
+                                                          : std::string::npos;
     if (end != std::string::npos) {
       std::string cf = key.substr(1, end - 1);
       if (cf.empty() || cf == kVictimCf ||
@@ -128,7 +128,8 @@ void WriteStore(const Records& r) {
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {kVictimCf, cf}};
-  for (const auto& [name, records] : r.others) descriptors.push_back({name, cf});
+  for (const auto& [name, records] : r.others)
+    descriptors.push_back({name, cf});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   Check(rocksdb::DB::Open(options, kStore, descriptors, &handles, &raw));

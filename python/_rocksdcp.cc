@@ -117,9 +117,9 @@ class CallbackSavePlanner : public SavePlanner {
         resolved = ViewFrom(data.cast<py::tuple>());
       } else {
         py::buffer_info buffer = py::buffer(data).request();
-        resolved = std::string_view(static_cast<const char*>(buffer.ptr),
-                                    static_cast<size_t>(buffer.size *
-                                                        buffer.itemsize));
+        resolved = std::string_view(
+            static_cast<const char*>(buffer.ptr),
+            static_cast<size_t>(buffer.size * buffer.itemsize));
       }
       owners_[i] = got[1];
       return resolved;
@@ -168,9 +168,13 @@ using ReadKey = std::tuple<std::string, std::optional<std::vector<int64_t>>,
                            std::optional<std::vector<int64_t>>,
                            std::vector<int64_t>, std::vector<int64_t>>;
 ReadKey KeyOf(const ReadItem& r) {
-  return {r.dest_index.fqn,     r.dest_index.offset, r.dest_offsets,
-          r.storage_index.fqn,  r.storage_index.offset,
-          r.storage_offsets,    r.lengths};
+  return {r.dest_index.fqn,
+          r.dest_index.offset,
+          r.dest_offsets,
+          r.storage_index.fqn,
+          r.storage_index.offset,
+          r.storage_offsets,
+          r.lengths};
 }
 
 // What ReadData writes into: the views Python resolved, by read item; byte
@@ -243,15 +247,16 @@ std::shared_ptr<Store> OpenShared(const std::string& path,
   static std::mutex mu;
   static auto* open = new std::map<std::string, std::weak_ptr<Store>>();
   std::error_code ec;
-  std::string key = std::filesystem::weakly_canonical(
-                        std::filesystem::absolute(path), ec)
-                        .string();
+  std::string key =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec)
+          .string();
   if (ec) key = std::filesystem::absolute(path).lexically_normal().string();
   const std::string writable = key + (options.follower ? "\n(follower)" : "");
   // Opened under the lock, so that two threads opening one store (two
   // saves of async_save at once) share one handle; without the GIL, which
   // a thread waiting for the lock may hold.
-  Result<std::shared_ptr<Store>> store = [&]() -> Result<std::shared_ptr<Store>> {
+  Result<std::shared_ptr<Store>> store =
+      [&]() -> Result<std::shared_ptr<Store>> {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu);
     if (!options.read_only || share_writable_for_reads) {
@@ -378,7 +383,8 @@ void BindItemNames(py::module_& m) {
 // Metadata and what it holds of each item.
 void BindMetadata(py::module_& m) {
   py::class_<ChunkStorageMetadata>(m, "ChunkStorageMetadata")
-      .def(py::init([](std::vector<int64_t> offsets, std::vector<int64_t> sizes) {
+      .def(py::init([](std::vector<int64_t> offsets,
+                       std::vector<int64_t> sizes) {
              return ChunkStorageMetadata{std::move(offsets), std::move(sizes)};
            }),
            py::arg("offsets"), py::arg("sizes"))
@@ -438,7 +444,8 @@ void BindMetadata(py::module_& m) {
       .def(py::init<>())
       .def_readwrite("state_dict_metadata", &Metadata::state_dict_metadata)
       .def_property(
-          "planner_data", [](const Metadata& md) { return Bytes(md.planner_data); },
+          "planner_data",
+          [](const Metadata& md) { return Bytes(md.planner_data); },
           [](Metadata& md, const py::bytes& b) { md.planner_data = b; })
       .def_readwrite("storage_meta", &Metadata::storage_meta)
       .def_readonly("version", &Metadata::version);
@@ -449,7 +456,8 @@ void BindSavePlans(py::module_& m) {
   py::class_<TensorWriteData>(m, "TensorWriteData")
       .def(py::init([](ChunkStorageMetadata chunk, TensorProperties properties,
                        std::vector<int64_t> size) {
-             return TensorWriteData{std::move(chunk), properties, std::move(size)};
+             return TensorWriteData{std::move(chunk), properties,
+                                    std::move(size)};
            }),
            py::arg("chunk"), py::arg("properties"), py::arg("size"))
       .def_readwrite("chunk", &TensorWriteData::chunk)
@@ -468,7 +476,8 @@ void BindSavePlans(py::module_& m) {
       .def_readwrite("tensor_data", &WriteItem::tensor_data);
 
   py::class_<SavePlan>(m, "SavePlan")
-      .def(py::init([](std::vector<WriteItem> items, const py::bytes& storage_data,
+      .def(py::init([](std::vector<WriteItem> items,
+                       const py::bytes& storage_data,
                        const py::bytes& planner_data, bool usable) {
              return SavePlan{std::move(items), storage_data, planner_data,
                              usable};
@@ -476,10 +485,12 @@ void BindSavePlans(py::module_& m) {
            py::arg("items"), py::arg("storage_data") = py::bytes(),
            py::arg("planner_data") = py::bytes(), py::arg("usable") = true)
       .def_readwrite("items", &SavePlan::items)
-      .def_property_readonly("storage_data",
-                             [](const SavePlan& p) { return Bytes(p.storage_data); })
-      .def_property_readonly("planner_data",
-                             [](const SavePlan& p) { return Bytes(p.planner_data); })
+      .def_property_readonly(
+          "storage_data",
+          [](const SavePlan& p) { return Bytes(p.storage_data); })
+      .def_property_readonly(
+          "planner_data",
+          [](const SavePlan& p) { return Bytes(p.planner_data); })
       .def_readwrite("usable", &SavePlan::usable);
 
   py::class_<WriteResult>(m, "WriteResult")
@@ -490,8 +501,9 @@ void BindSavePlans(py::module_& m) {
            py::arg("index"), py::arg("size_in_bytes"), py::arg("storage_data"))
       .def_readwrite("index", &WriteResult::index)
       .def_readwrite("size_in_bytes", &WriteResult::size_in_bytes)
-      .def_property_readonly(
-          "storage_data", [](const WriteResult& r) { return Bytes(r.storage_data); });
+      .def_property_readonly("storage_data", [](const WriteResult& r) {
+        return Bytes(r.storage_data);
+      });
 }
 
 // A load's plans.
@@ -502,9 +514,12 @@ void BindLoadPlans(py::module_& m) {
                        MetadataIndex storage_index,
                        std::vector<int64_t> storage_offsets,
                        std::vector<int64_t> lengths) {
-             return ReadItem{type, std::move(dest_index), std::move(dest_offsets),
+             return ReadItem{type,
+                             std::move(dest_index),
+                             std::move(dest_offsets),
                              std::move(storage_index),
-                             std::move(storage_offsets), std::move(lengths)};
+                             std::move(storage_offsets),
+                             std::move(lengths)};
            }),
            py::arg("type"), py::arg("dest_index"), py::arg("dest_offsets"),
            py::arg("storage_index"), py::arg("storage_offsets"),
@@ -517,17 +532,20 @@ void BindLoadPlans(py::module_& m) {
       .def_readwrite("lengths", &ReadItem::lengths);
 
   py::class_<LoadPlan>(m, "LoadPlan")
-      .def(py::init([](std::vector<ReadItem> items, const py::bytes& storage_data,
+      .def(py::init([](std::vector<ReadItem> items,
+                       const py::bytes& storage_data,
                        const py::bytes& planner_data) {
              return LoadPlan{std::move(items), storage_data, planner_data};
            }),
            py::arg("items"), py::arg("storage_data") = py::bytes(),
            py::arg("planner_data") = py::bytes())
       .def_readwrite("items", &LoadPlan::items)
-      .def_property_readonly("storage_data",
-                             [](const LoadPlan& p) { return Bytes(p.storage_data); })
-      .def_property_readonly("planner_data",
-                             [](const LoadPlan& p) { return Bytes(p.planner_data); });
+      .def_property_readonly(
+          "storage_data",
+          [](const LoadPlan& p) { return Bytes(p.storage_data); })
+      .def_property_readonly("planner_data", [](const LoadPlan& p) {
+        return Bytes(p.planner_data);
+      });
 }
 
 void BindDataModel(py::module_& m) {
@@ -599,8 +617,8 @@ PyWriter NewWriter(const PyStore& s, bool overwrite, uint64_t max_piece_bytes,
                                      : CompressionPolicy::kWhenDiskBound;
   } else if (!compress.empty()) {
     throw py::value_error(
-        "compress must be '', 'always' or 'when_disk_bound', not '" +
-        compress + "'");
+        "compress must be '', 'always' or 'when_disk_bound', not '" + compress +
+        "'");
   }
   return PyWriter{s.store, Unwrap(s.Get().NewWriter(options))};
 }
@@ -692,32 +710,33 @@ void BindStoreCatalog(py::class_<PyStore>& store_class) {
              }();
              Check(st);
            })
-      .def("gc",
-           [](const PyStore& s, bool dry_run) {
-             Store& store = s.Get();
-             Result<GcReport> gc = [&] {
-               py::gil_scoped_release release;
-               return store.CollectGarbage(dry_run);
-             }();
-             return GcDict(Unwrap(std::move(gc)));
-           },
-           py::arg("dry_run") = false)
-      .def("keep_last",
-           [](const PyStore& s, uint64_t n) {
-             Store& store = s.Get();
-             Result<RetentionReport> r = [&] {
-               py::gil_scoped_release release;
-               return store.KeepLast(n);
-             }();
-             RetentionReport report = Unwrap(std::move(r));
-             py::dict d;
-             d["kept"] = report.kept;
-             d["deleted"] = report.deleted;
-             return d;
-           },
-           py::arg("n"))
-      .def("verify", &VerifyStore,
-           py::arg("ids") = std::vector<std::string>(),
+      .def(
+          "gc",
+          [](const PyStore& s, bool dry_run) {
+            Store& store = s.Get();
+            Result<GcReport> gc = [&] {
+              py::gil_scoped_release release;
+              return store.CollectGarbage(dry_run);
+            }();
+            return GcDict(Unwrap(std::move(gc)));
+          },
+          py::arg("dry_run") = false)
+      .def(
+          "keep_last",
+          [](const PyStore& s, uint64_t n) {
+            Store& store = s.Get();
+            Result<RetentionReport> r = [&] {
+              py::gil_scoped_release release;
+              return store.KeepLast(n);
+            }();
+            RetentionReport report = Unwrap(std::move(r));
+            py::dict d;
+            d["kept"] = report.kept;
+            d["deleted"] = report.deleted;
+            return d;
+          },
+          py::arg("n"))
+      .def("verify", &VerifyStore, py::arg("ids") = std::vector<std::string>(),
            py::arg("max_problems") = 10000, py::arg("progress") = py::none());
 }
 
@@ -767,12 +786,13 @@ void BindWriter(py::module_& m) {
                   [](const std::string& id) {
                     Check(RocksDBStorageWriter::ValidateCheckpointId(id));
                   })
-      .def("reset",
-           [](PyWriter& w, const std::string& id, const std::string& save_id) {
-             Check(save_id.empty() ? w.writer->Reset(id)
-                                   : w.writer->ResetWithSaveId(id, save_id));
-           },
-           py::arg("checkpoint_id"), py::arg("save_id") = "")
+      .def(
+          "reset",
+          [](PyWriter& w, const std::string& id, const std::string& save_id) {
+            Check(save_id.empty() ? w.writer->Reset(id)
+                                  : w.writer->ResetWithSaveId(id, save_id));
+          },
+          py::arg("checkpoint_id"), py::arg("save_id") = "")
       .def("set_up",
            [](PyWriter& w, bool is_coordinator, int rank, int world_size) {
              Status s = [&] {
@@ -812,7 +832,8 @@ void BindWriter(py::module_& m) {
              Check(s);
              return metadata;
            })
-      .def("storage_meta", [](PyWriter& w) { return w.writer->GetStorageMeta(); });
+      .def("storage_meta",
+           [](PyWriter& w) { return w.writer->GetStorageMeta(); });
 }
 
 void BindReader(py::module_& m) {
@@ -821,8 +842,8 @@ void BindReader(py::module_& m) {
                   [](const std::string& id) {
                     Check(RocksDBStorageReader::ValidateCheckpointId(id));
                   })
-      .def("reset",
-           [](PyReader& r, const std::string& id) { Check(r.reader->Reset(id)); })
+      .def("reset", [](PyReader& r,
+                       const std::string& id) { Check(r.reader->Reset(id)); })
       .def("read_metadata",
            [](PyReader& r) {
              Result<Metadata> md = [&] {
@@ -858,28 +879,28 @@ void BindStore(py::module_& m) {
   store_class
       // With `share_writable_for_reads`, a read-only open of a path this
       // process holds read-write returns that store: it sees every commit.
-      .def(py::init([](const std::string& path, bool read_only, bool follower,
-                       bool create_if_missing, bool share_writable_for_reads,
-                       bool reclaim_torn_saves) {
-             StoreOptions options;
-             options.read_only = read_only;
-             options.follower = follower;
-             options.create_if_missing = create_if_missing;
-             options.reclaim_torn_saves = reclaim_torn_saves;
-             return PyStore{
-                 OpenShared(path, options, share_writable_for_reads)};
-           }),
-           py::arg("path"), py::arg("read_only") = false,
-           py::arg("follower") = false, py::arg("create_if_missing") = true,
-           py::arg("share_writable_for_reads") = false,
-           py::arg("reclaim_torn_saves") = true)
+      .def(
+          py::init([](const std::string& path, bool read_only, bool follower,
+                      bool create_if_missing, bool share_writable_for_reads,
+                      bool reclaim_torn_saves) {
+            StoreOptions options;
+            options.read_only = read_only;
+            options.follower = follower;
+            options.create_if_missing = create_if_missing;
+            options.reclaim_torn_saves = reclaim_torn_saves;
+            return PyStore{OpenShared(path, options, share_writable_for_reads)};
+          }),
+          py::arg("path"), py::arg("read_only") = false,
+          py::arg("follower") = false, py::arg("create_if_missing") = true,
+          py::arg("share_writable_for_reads") = false,
+          py::arg("reclaim_torn_saves") = true)
       // StoreOptions::reclaim_torn_saves: what the open reclaimed, as gc's.
-      .def_property_readonly("reclaimed_on_open",
-                             [](const PyStore& s) {
-                               return GcDict(s.Get().ReclaimedOnOpen());
-                             })
+      .def_property_readonly(
+          "reclaimed_on_open",
+          [](const PyStore& s) { return GcDict(s.Get().ReclaimedOnOpen()); })
       .def("close", [](PyStore& s) { s.store.reset(); })
-      .def_property_readonly("closed", [](const PyStore& s) { return !s.store; })
+      .def_property_readonly("closed",
+                             [](const PyStore& s) { return !s.store; })
       .def_property_readonly("path",
                              [](const PyStore& s) { return s.Get().path(); });
   BindStoreCatalog(store_class);

@@ -18,6 +18,8 @@ PACKAGES=(
   # The fuzzers (fuzz/): clang, its sanitizer and fuzzer runtimes (only
   # recommended by clang, so named here), and libFuzzer.
   clang libclang-rt-14-dev libfuzzer-14-dev
+  # scripts/check-format.sh: the C++ files against .clang-format.
+  clang-format-14
   # The CLI's tests read what it writes with independent readers: NumPy's
   # own numpy.load for .npy, and tests/tools/read_safetensors.py (Python's
   # strict JSON parser) for safetensors.

@@ -1,11 +1,11 @@
 #include "memory_storage.h"
 
-#include "util/ready_future.h"
-#include "util/text.h"
-
 #include <atomic>
 #include <cstdio>
 #include <utility>
+
+#include "util/ready_future.h"
+#include "util/text.h"
 
 namespace rocksdcp::testing {
 
@@ -145,8 +145,9 @@ Status MemoryStorage::Commit(
             " names no staged blob " + util::Quote(result.storage_data));
       }
       if (!names.emplace(result.index, result.storage_data).second) {
-        return Status::InvalidArgument(
-            "item " + util::Quote(result.index.ToString()) + " was written twice");
+        return Status::InvalidArgument("item " +
+                                       util::Quote(result.index.ToString()) +
+                                       " was written twice");
       }
     }
   }
@@ -262,7 +263,8 @@ Result<std::vector<WriteResult>> MemoryStorageWriter::DoWriteData(
             "item " + util::Quote(item.index.ToString()) + " is planned as " +
             std::string(DTypeName(td.properties.dtype)) +
             util::ShapeString(td.chunk.sizes) + " but resolved to " +
-            std::string(DTypeName(view->dtype)) + util::ShapeString(view->sizes));
+            std::string(DTypeName(view->dtype)) +
+            util::ShapeString(view->sizes));
       }
       blob.is_tensor = true;
       blob.dtype = view->dtype;
@@ -381,7 +383,8 @@ Status MemoryStorageReader::DoReadData(const LoadPlan& plan,
   for (const ReadItem& item : plan.items) {
     auto it = checkpoint_->blobs.find(item.storage_index);
     if (it == checkpoint_->blobs.end()) {
-      return Status::NotFound("checkpoint " + util::Quote(id_) + " has no item " +
+      return Status::NotFound("checkpoint " + util::Quote(id_) +
+                              " has no item " +
                               util::Quote(item.storage_index.ToString()));
     }
     const MemoryBlob& blob = it->second;
@@ -403,16 +406,17 @@ Status MemoryStorageReader::DoReadData(const LoadPlan& plan,
       return Status::InvalidArgument(
           "read of " + util::Quote(item.storage_index.ToString()) + " at " +
           util::ShapeString(item.storage_offsets) + " of size " +
-          util::ShapeString(item.lengths) + " lies outside the saved chunk of size " +
+          util::ShapeString(item.lengths) +
+          " lies outside the saved chunk of size " +
           util::ShapeString(blob.sizes));
     }
     ROCKSDCP_ASSIGN_OR_RETURN(TensorView dest, planner.ResolveTensor(item));
     if (dest.dtype != blob.dtype || dest.sizes != item.lengths) {
       return Status::InvalidArgument(
-          "item " + util::Quote(item.dest_index.ToString()) + ": destination is " +
-          std::string(DTypeName(dest.dtype)) + util::ShapeString(dest.sizes) +
-          ", checkpoint box is " + std::string(DTypeName(blob.dtype)) +
-          util::ShapeString(item.lengths));
+          "item " + util::Quote(item.dest_index.ToString()) +
+          ": destination is " + std::string(DTypeName(dest.dtype)) +
+          util::ShapeString(dest.sizes) + ", checkpoint box is " +
+          std::string(DTypeName(blob.dtype)) + util::ShapeString(item.lengths));
     }
     // The source is only read; TensorView has no const flavour.
     TensorView chunk = TensorView::Contiguous(

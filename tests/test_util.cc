@@ -59,7 +59,8 @@ OwnedTensor ZeroTensor(DType dtype, std::vector<int64_t> sizes) {
     return ::testing::AssertionFailure()
            << "dtype " << DTypeName(a.dtype) << " vs " << DTypeName(b.dtype);
   }
-  if (a.sizes != b.sizes) return ::testing::AssertionFailure() << "sizes differ";
+  if (a.sizes != b.sizes)
+    return ::testing::AssertionFailure() << "sizes differ";
   // Compare contiguous copies.
   std::vector<uint8_t> ca(a.nbytes() + 1), cb(b.nbytes() + 1);
   CopyTensor(a, TensorView::Contiguous(a.dtype, a.sizes, ca.data()));
@@ -94,8 +95,8 @@ std::map<std::string, ErrorDocRow> ReadErrorDoc(
     const std::map<std::string, ErrorDocRow>& doc, const std::string& name,
     const ErrorDocRow& got) {
   if (std::getenv("ROCKSDCP_PRINT_ERRORS") != nullptr) {
-    std::cout << "| `" << name << "` | | " << got.code << " | `"
-              << got.message << "` |\n";
+    std::cout << "| `" << name << "` | | " << got.code << " | `" << got.message
+              << "` |\n";
   }
   if (got.code == "OK") {
     return ::testing::AssertionFailure() << name << " did not fail";

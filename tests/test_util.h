@@ -80,8 +80,7 @@ std::map<std::string, ErrorDocRow> ReadErrorDoc(const std::string& path,
 uint64_t OpenFileDescriptors();
 
 // A row name as a test name: "id-empty" -> "id_empty".
-std::string ErrorRowTestName(
-    const ::testing::TestParamInfo<const char*>& info);
+std::string ErrorRowTestName(const ::testing::TestParamInfo<const char*>& info);
 
 // A directory made fresh for one test under testing::TempDir(), removed
 // with everything in it when the object goes away.

@@ -87,8 +87,7 @@ void FillWeights(WeightKind kind, DType dtype, uint64_t seed, void* out,
   }
 }
 
-std::string WeightBytes(WeightKind kind, DType dtype, uint64_t seed,
-                        size_t n) {
+std::string WeightBytes(WeightKind kind, DType dtype, uint64_t seed, size_t n) {
   std::string out(n * (dtype == DType::kFloat32 ? 4 : 2), '\0');
   FillWeights(kind, dtype, seed, out.data(), n);
   return out;

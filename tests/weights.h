@@ -14,10 +14,10 @@
 namespace rocksdcp::testing {
 
 enum class WeightKind {
-  kWeight,         // A linear layer's weights: normal(0, 0.02).
-  kNorm,           // A norm's scale: 1 + normal(0, 0.05).
-  kAdamExpAvg,     // Adam's first moment: normal(0, 1e-4).
-  kAdamExpAvgSq,   // Adam's second moment: small, positive (~1e-8).
+  kWeight,        // A linear layer's weights: normal(0, 0.02).
+  kNorm,          // A norm's scale: 1 + normal(0, 0.05).
+  kAdamExpAvg,    // Adam's first moment: normal(0, 1e-4).
+  kAdamExpAvgSq,  // Adam's second moment: small, positive (~1e-8).
 };
 
 // Fills `n` elements of `dtype` (kFloat32, kBFloat16 or kFloat16) at `out`

@@ -30,8 +30,8 @@ std::string Printable(std::string_view s) {
       continue;
     }
     const size_t n = Utf8SequenceLength(s, i);
-    const bool c1 = n == 2 && c == 0xc2 &&
-                    static_cast<unsigned char>(s[i + 1]) < 0xa0;
+    const bool c1 =
+        n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
     if (n == 0 || c1) {
       // A byte outside UTF-8 (a terminal may read 0x9b as CSI), or a C1
       // control (U+0080-U+009F): its bytes as \xNN.
@@ -152,10 +152,10 @@ void ProgressBar::Update(const Progress& p) {
   last_pct_ = pct;
   drew_finish_ = finished;
   const int filled = pct * 30 / 100;
-  std::fprintf(
-      stderr, "\r%s [%s%s] %3d%% %s, %" PRIu64 "/%" PRIu64 " items", verb_,
-      std::string(filled, '#').c_str(), std::string(30 - filled, ' ').c_str(),
-      pct, HumanBytes(p.bytes_done).c_str(), p.items_done, p.items_total);
+  std::fprintf(stderr, "\r%s [%s%s] %3d%% %s, %" PRIu64 "/%" PRIu64 " items",
+               verb_, std::string(filled, '#').c_str(),
+               std::string(30 - filled, ' ').c_str(), pct,
+               HumanBytes(p.bytes_done).c_str(), p.items_done, p.items_total);
   drawn_ = true;
 }
 

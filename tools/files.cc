@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <csignal>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -92,8 +92,8 @@ Status OutFile::Open() {
   // A short name of our own beside the target (O_EXCL never opens
   // another's file), hidden, and removed on failure or Ctrl-C
   // (RemoveOutFilesOnSignals).
-  const std::string base = DirName(target_) + "/.rocksdcp-tmp." +
-                           std::to_string(::getpid()) + ".";
+  const std::string base =
+      DirName(target_) + "/.rocksdcp-tmp." + std::to_string(::getpid()) + ".";
   for (int attempt = 0; fd_ < 0; ++attempt) {
     temp_path_ = base + std::to_string(attempt);
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
@@ -137,8 +137,8 @@ Status OutFile::Commit() {
   committed_ = true;
   ClearActiveTemp();
   // The rename itself is durable once the directory is synced.
-  const int dir = ::open(DirName(target_).c_str(), O_RDONLY | O_DIRECTORY |
-                                                      O_CLOEXEC);
+  const int dir =
+      ::open(DirName(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);
@@ -173,8 +173,7 @@ Status MappedFile::Open(const std::string& path) {
     const int err = errno;
     const std::string message =
         "cannot open " + Quoted(path) + ": " + std::strerror(err);
-    return err == ENOENT ? Status::NotFound(message)
-                         : Status::IOError(message);
+    return err == ENOENT ? Status::NotFound(message) : Status::IOError(message);
   }
   struct stat st;
   Status s;

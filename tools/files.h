@@ -53,9 +53,9 @@ class OutFile {
 void RemoveOutFilesOnSignals();
 
 // A read-only, private mapping of a whole file. The pages are the page
-// cache's: memory the kernel can drop, not a copy (ReleasePages). If another process
-// truncates the file while it is mapped, reading past the new end raises
-// SIGBUS: a file being rewritten must not be imported.
+// cache's: memory the kernel can drop, not a copy (ReleasePages). If another
+// process truncates the file while it is mapped, reading past the new end
+// raises SIGBUS: a file being rewritten must not be imported.
 class MappedFile {
  public:
   MappedFile() = default;

@@ -81,11 +81,21 @@ void AppendJsonString(std::string_view s, std::string* out) {
     }
     ++i;
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[8];
@@ -196,12 +206,17 @@ Result<Json::Kind> JsonReader::Peek() {
   SkipSpace();
   if (pos_ == s_.size()) return Error("unexpected end");
   switch (s_[pos_]) {
-    case '{': return Json::kObject;
-    case '[': return Json::kArray;
-    case '"': return Json::kString;
+    case '{':
+      return Json::kObject;
+    case '[':
+      return Json::kArray;
+    case '"':
+      return Json::kString;
     case 't':
-    case 'f': return Json::kBool;
-    case 'n': return Json::kNull;
+    case 'f':
+      return Json::kBool;
+    case 'n':
+      return Json::kNull;
     default:
       if (s_[pos_] == '-' || (s_[pos_] >= '0' && s_[pos_] <= '9')) {
         return Json::kNumber;
@@ -362,10 +377,14 @@ Status JsonReader::Hex4(uint32_t* out) {
   for (int i = 0; i < 4; ++i) {
     const char c = s_[pos_++];
     uint32_t d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return Error("bad \\u escape");
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return Error("bad \\u escape");
     *out = (*out << 4) | d;
   }
   return Status::OK();
@@ -400,14 +419,30 @@ Status JsonReader::String(std::string* out) {
     if (pos_ == s_.size()) return Error("unterminated string");
     const char e = s_[pos_++];
     switch (e) {
-      case '"': *out += '"'; break;
-      case '\\': *out += '\\'; break;
-      case '/': *out += '/'; break;
-      case 'b': *out += '\b'; break;
-      case 'f': *out += '\f'; break;
-      case 'n': *out += '\n'; break;
-      case 'r': *out += '\r'; break;
-      case 't': *out += '\t'; break;
+      case '"':
+        *out += '"';
+        break;
+      case '\\':
+        *out += '\\';
+        break;
+      case '/':
+        *out += '/';
+        break;
+      case 'b':
+        *out += '\b';
+        break;
+      case 'f':
+        *out += '\f';
+        break;
+      case 'n':
+        *out += '\n';
+        break;
+      case 'r':
+        *out += '\r';
+        break;
+      case 't':
+        *out += '\t';
+        break;
       case 'u': {
         uint32_t cp;
         ROCKSDCP_RETURN_IF_ERROR(Hex4(&cp));

@@ -17,21 +17,36 @@ static_assert(std::endian::native == std::endian::little,
 
 std::optional<std::string_view> NpyDescr(DType dtype) {
   switch (dtype) {
-    case DType::kBool: return "|b1";
-    case DType::kInt8: return "|i1";
-    case DType::kUInt8: return "|u1";
-    case DType::kInt16: return "<i2";
-    case DType::kUInt16: return "<u2";
-    case DType::kInt32: return "<i4";
-    case DType::kUInt32: return "<u4";
-    case DType::kInt64: return "<i8";
-    case DType::kUInt64: return "<u8";
-    case DType::kFloat16: return "<f2";
-    case DType::kFloat32: return "<f4";
-    case DType::kFloat64: return "<f8";
-    case DType::kComplex64: return "<c8";
-    case DType::kComplex128: return "<c16";
-    default: return std::nullopt;
+    case DType::kBool:
+      return "|b1";
+    case DType::kInt8:
+      return "|i1";
+    case DType::kUInt8:
+      return "|u1";
+    case DType::kInt16:
+      return "<i2";
+    case DType::kUInt16:
+      return "<u2";
+    case DType::kInt32:
+      return "<i4";
+    case DType::kUInt32:
+      return "<u4";
+    case DType::kInt64:
+      return "<i8";
+    case DType::kUInt64:
+      return "<u8";
+    case DType::kFloat16:
+      return "<f2";
+    case DType::kFloat32:
+      return "<f4";
+    case DType::kFloat64:
+      return "<f8";
+    case DType::kComplex64:
+      return "<c8";
+    case DType::kComplex128:
+      return "<c16";
+    default:
+      return std::nullopt;
   }
 }
 
@@ -46,8 +61,7 @@ std::string NpyPreamble(std::string_view descr,
   if (shape.size() > 1) dims.resize(dims.size() - 2);  // (2, 3), but (5,)
   if (shape.size() == 1) dims.pop_back();
   std::string header = "{'descr': '" + std::string(descr) +
-                       "', 'fortran_order': False, 'shape': (" + dims +
-                       "), }";
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';

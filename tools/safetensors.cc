@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <variant>
@@ -61,9 +61,10 @@ Status ByteItemsJson(Store& store, const std::string& id, OpenCheckpoint& c,
     value = std::string();  // Held once, in the header.
     if (json->size() > kMaxSafetensorsHeaderBytes) {
       return Status::InvalidArgument(
-          Where(store, id) + ": byte items take the safetensors header past "
-          "its limit of " + std::to_string(kMaxSafetensorsHeaderBytes) +
-          " bytes");
+          Where(store, id) +
+          ": byte items take the safetensors header past "
+          "its limit of " +
+          std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
     }
   }
   if (any_base64) {
@@ -99,17 +100,18 @@ Result<ExportItems> ExportableItems(const Metadata& metadata,
     if (md == nullptr) {
       if (fqn == kBase64ItemsKey) {
         return Status::InvalidArgument(
-            item + ": a byte item of this name can't be exported: the name "
+            item +
+            ": a byte item of this name can't be exported: the name "
             "is the export's own \"__metadata__\" entry");
       }
       items.byte_fqns.push_back(fqn);
       continue;
     }
     if (md->size.size() > kMaxSafetensorsDims) {
-      return Status::InvalidArgument(
-          item + ": " + std::to_string(md->size.size()) +
-          " dimensions; import reads at most " +
-          std::to_string(kMaxSafetensorsDims));
+      return Status::InvalidArgument(item + ": " +
+                                     std::to_string(md->size.size()) +
+                                     " dimensions; import reads at most " +
+                                     std::to_string(kMaxSafetensorsDims));
     }
     if (!SafetensorsDTypeName(md->properties.dtype)) {
       return Status::InvalidArgument(
@@ -173,9 +175,14 @@ Result<std::string> SafetensorsHeader(std::vector<StreamItem>* tensors,
     const uint64_t nbytes = *TensorBytes(t.dtype, t.size);
     JsonWriter entry;
     entry.BeginObject()
-        .Key("dtype").String(*SafetensorsDTypeName(t.dtype))
-        .Key("shape").IntArray(t.size)
-        .Key("data_offsets").BeginArray().Uint(offset).Uint(offset + nbytes)
+        .Key("dtype")
+        .String(*SafetensorsDTypeName(t.dtype))
+        .Key("shape")
+        .IntArray(t.size)
+        .Key("data_offsets")
+        .BeginArray()
+        .Uint(offset)
+        .Uint(offset + nbytes)
         .EndArray()
         .EndObject();
     if (header.size() > 1) header += ',';
@@ -248,15 +255,15 @@ Result<TransferStats> ExportSafetensors(Store& store, const std::string& id,
   p.items_total = tensors.size() + byte_fqns.size();
   p.items_done = byte_fqns.size();
   if (progress) progress(p);
-  ROCKSDCP_RETURN_IF_ERROR(StreamTensors(
-      *c.reader, id, tensors, buffer_bytes,
-      [&](size_t item, std::string_view bytes) -> Status {
-        ROCKSDCP_RETURN_IF_ERROR(out.Write(bytes));
-        p.bytes_done += bytes.size();
-        p.items_done = byte_fqns.size() + item;
-        if (progress) progress(p);
-        return Status::OK();
-      }));
+  ROCKSDCP_RETURN_IF_ERROR(
+      StreamTensors(*c.reader, id, tensors, buffer_bytes,
+                    [&](size_t item, std::string_view bytes) -> Status {
+                      ROCKSDCP_RETURN_IF_ERROR(out.Write(bytes));
+                      p.bytes_done += bytes.size();
+                      p.items_done = byte_fqns.size() + item;
+                      if (progress) progress(p);
+                      return Status::OK();
+                    }));
   if (p.bytes_done != tensor_bytes) {
     return Status::Internal(where + ": streamed " +
                             std::to_string(p.bytes_done) + " bytes of " +
@@ -292,9 +299,11 @@ uint64_t SafetensorsFile::DataOffset(const TensorView& t) const {
          items_.data_offset;
 }
 
-Result<TransferStats> SafetensorsFile::SaveTo(
-    Store& store, const std::string& id, bool overwrite,
-    const ProgressCallback& progress, Compression compression) const {
+Result<TransferStats> SafetensorsFile::SaveTo(Store& store,
+                                              const std::string& id,
+                                              bool overwrite,
+                                              const ProgressCallback& progress,
+                                              Compression compression) const {
   const TransferStats stats{.tensors = items_.tensors,
                             .byte_items = items_.byte_items,
                             .bytes = file_.size() - items_.data_offset};

@@ -1,5 +1,3 @@
-#include "safetensors.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -10,6 +8,7 @@
 
 #include "base64.h"
 #include "json.h"
+#include "safetensors.h"
 
 namespace rocksdcp::tools {
 namespace {
@@ -70,9 +69,12 @@ Result<TensorEntry> ParseTensorEntry(const std::string& name, const Json& v,
   const Json* offsets = nullptr;
   for (const auto& [key, member] : v.object) {
     // Other fields are ignored, as safetensors' own reader (serde) does.
-    if (key == "dtype") dtype = &member;
-    else if (key == "shape") shape = &member;
-    else if (key == "data_offsets") offsets = &member;
+    if (key == "dtype")
+      dtype = &member;
+    else if (key == "shape")
+      shape = &member;
+    else if (key == "data_offsets")
+      offsets = &member;
   }
   if (dtype == nullptr || shape == nullptr || offsets == nullptr) {
     return bad("needs \"dtype\", \"shape\" and \"data_offsets\"");
@@ -84,8 +86,7 @@ Result<TensorEntry> ParseTensorEntry(const std::string& name, const Json& v,
   t.dtype = *d;
   if (shape->kind != Json::kArray) return bad("shape is not an array");
   if (shape->array.size() > kMaxSafetensorsDims) {
-    return bad(std::to_string(shape->array.size()) +
-               " dimensions, more than " +
+    return bad(std::to_string(shape->array.size()) + " dimensions, more than " +
                std::to_string(kMaxSafetensorsDims));
   }
   for (const Json& dim : shape->array) {
@@ -254,7 +255,8 @@ class HeaderReader {
     std::set<std::string_view> done;
     for (const Json& name : names.array) {
       if (name.kind != Json::kString || name.string == kBase64ItemsKey) {
-        return Status::Corruption(what + " holds something other than a "
+        return Status::Corruption(what +
+                                  " holds something other than a "
                                   "name of another entry");
       }
       auto it = out_->items.find(name.string);

@@ -37,9 +37,7 @@ struct MetadataIndex {
   explicit MetadataIndex(std::string fqn_in) : fqn(std::move(fqn_in)) {}
   MetadataIndex(std::string fqn_in, std::vector<int64_t> offset_in,
                 std::optional<int32_t> index_in = std::nullopt)
-      : fqn(std::move(fqn_in)),
-        offset(std::move(offset_in)),
-        index(index_in) {}
+      : fqn(std::move(fqn_in)), offset(std::move(offset_in)), index(index_in) {}
 
   // "fqn" or "fqn@[o0, o1]": for error messages.
   std::string ToString() const;
@@ -87,8 +85,7 @@ struct TensorStorageMetadata {
   // The saved chunks; together they tile `size` without overlap.
   std::vector<ChunkStorageMetadata> chunks;
 };
-bool operator==(const TensorStorageMetadata& a,
-                const TensorStorageMetadata& b);
+bool operator==(const TensorStorageMetadata& a, const TensorStorageMetadata& b);
 
 struct BytesStorageMetadata {};
 inline bool operator==(const BytesStorageMetadata&,

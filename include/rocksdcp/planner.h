@@ -155,8 +155,7 @@ class LoadPlannerWrapper : public LoadPlanner {
   Result<TensorView> ResolveTensor(const ReadItem& item) override {
     return target_->ResolveTensor(item);
   }
-  Status CommitTensor(const ReadItem& item,
-                      const TensorView& tensor) override {
+  Status CommitTensor(const ReadItem& item, const TensorView& tensor) override {
     return target_->CommitTensor(item, tensor);
   }
 
@@ -251,8 +250,8 @@ struct LoadDestination {
 // Checks every destination that the checkpoint holds against its record,
 // before anything is read, as DefaultLoadPlanner does for its state dict:
 // InvalidArgument naming each fqn whose kind (tensor or bytes), dtype
-// (where check_dtype) or global shape differs, all of them in one message. Fqns the checkpoint
-// lacks are the planner's to report.
+// (where check_dtype) or global shape differs, all of them in one message. Fqns
+// the checkpoint lacks are the planner's to report.
 Status CheckLoadDestinations(const Metadata& metadata,
                              const std::vector<LoadDestination>& destinations);
 

@@ -192,9 +192,9 @@ class [[nodiscard]] Result {
 
 // Evaluates `expr` (a Status); returns it from the enclosing function if it
 // is not OK.
-#define ROCKSDCP_RETURN_IF_ERROR(expr)                  \
-  do {                                                  \
-    ::rocksdcp::Status rocksdcp_status_ = (expr);       \
+#define ROCKSDCP_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::rocksdcp::Status rocksdcp_status_ = (expr);        \
     if (!rocksdcp_status_.ok()) return rocksdcp_status_; \
   } while (0)
 

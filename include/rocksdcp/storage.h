@@ -87,8 +87,9 @@ class StorageWriter {
   // storages do, Finish fills `metadata->storage_data` from the results and
   // `metadata->storage_meta` from GetStorageMeta() before committing it, so
   // the caller holds exactly what was committed.
-  virtual Status Finish(Metadata* metadata,
-                        const std::vector<std::vector<WriteResult>>& results) = 0;
+  virtual Status Finish(
+      Metadata* metadata,
+      const std::vector<std::vector<WriteResult>>& results) = 0;
 
   // Storage-specific metadata recorded in the checkpoint (checkpoint_id and
   // a save_id fresh for each Reset). Default: none.

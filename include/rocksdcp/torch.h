@@ -268,8 +268,7 @@ Result<Metadata> Save(const Trainer& trainer, StorageWriter& writer,
 // load_options.allow_partial_load, module fqns the checkpoint lacks are
 // skipped rather than reported.
 Status Load(const Trainer& trainer, StorageReader& reader,
-            const LoadOptions& load_options,
-            const TorchOptions& options = {});
+            const LoadOptions& load_options, const TorchOptions& options = {});
 
 }  // namespace rocksdcp::torch
 

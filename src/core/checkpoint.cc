@@ -3,12 +3,12 @@
 
 #include "rocksdcp/checkpoint.h"
 
-#include "format/metadata_codec.h"
-#include "format/plan_codec.h"
-
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "format/metadata_codec.h"
+#include "format/plan_codec.h"
 
 namespace rocksdcp {
 
@@ -108,9 +108,9 @@ class DistWrapper {
       if (!local.ok()) return local.status();
       std::vector<T> all;
       all.push_back(std::move(local).value());
-      ROCKSDCP_ASSIGN_OR_RETURN(
-          std::vector<T> scattered,
-          Guarded(step, [&] { return global_step(std::move(all)); }));
+      ROCKSDCP_ASSIGN_OR_RETURN(std::vector<T> scattered, Guarded(step, [&] {
+                                  return global_step(std::move(all));
+                                }));
       ROCKSDCP_RETURN_IF_ERROR(CheckCount(step, scattered.size()));
       return std::move(scattered[0]);
     }
@@ -121,20 +121,18 @@ class DistWrapper {
     if (is_coordinator()) {
       Result<std::vector<T>> values = DecodeAll<T>(gathered);
       Result<std::vector<T>> scattered =
-          values.ok() ? Guarded(step,
-                                [&] {
-                                  return global_step(
-                                      std::move(values).value());
-                                })
-                      : Result<std::vector<T>>(values.status());
+          values.ok()
+              ? Guarded(step,
+                        [&] { return global_step(std::move(values).value()); })
+              : Result<std::vector<T>>(values.status());
       if (scattered.ok()) {
         Status count = CheckCount(step, scattered->size());
         if (!count.ok()) scattered = count;
       }
       for (int r = 0; r < world_size(); ++r) {
-        replies.push_back(scattered.ok() ? Outcome(Result<T>((*scattered)[r]))
-                                         : Outcome(Result<T>(
-                                               scattered.status())));
+        replies.push_back(scattered.ok()
+                              ? Outcome(Result<T>((*scattered)[r]))
+                              : Outcome(Result<T>(scattered.status())));
       }
     }
     ROCKSDCP_ASSIGN_OR_RETURN(
@@ -183,14 +181,14 @@ class DistWrapper {
     if (world_size() == 1) return local;
     ROCKSDCP_ASSIGN_OR_RETURN(
         std::vector<std::string> all,
-        Checked(step, collective_.AllGather(
-                             format::EncodeStepOutcome(local, ""))));
+        Checked(step,
+                collective_.AllGather(format::EncodeStepOutcome(local, ""))));
     std::vector<Status> failures;
     for (size_t r = 0; r < all.size(); ++r) {
       auto outcome = format::DecodeStepOutcome(all[r]);
       if (!outcome.ok()) {
-        failures.push_back(outcome.status().WithContext(
-            "message from rank " + std::to_string(r)));
+        failures.push_back(outcome.status().WithContext("message from rank " +
+                                                        std::to_string(r)));
       } else if (!outcome->status.ok()) {
         failures.push_back(outcome->status);
       }
@@ -207,10 +205,10 @@ class DistWrapper {
     try {
       return fn();
     } catch (const std::bad_alloc&) {
-      return Status::ResourceExhausted(
-          op_ + " of checkpoint '" + id_ + "' failed on rank " +
-          std::to_string(rank()) + " in step " + std::string(step) +
-          ": out of memory");
+      return Status::ResourceExhausted(op_ + " of checkpoint '" + id_ +
+                                       "' failed on rank " +
+                                       std::to_string(rank()) + " in step " +
+                                       std::string(step) + ": out of memory");
     }
   }
 
@@ -230,8 +228,8 @@ class DistWrapper {
     for (size_t r = 0; r < gathered.size(); ++r) {
       auto outcome = format::DecodeStepOutcome(gathered[r]);
       if (!outcome.ok()) {
-        failures.push_back(outcome.status().WithContext(
-            "message from rank " + std::to_string(r)));
+        failures.push_back(outcome.status().WithContext("message from rank " +
+                                                        std::to_string(r)));
         continue;
       }
       if (!outcome->status.ok()) {
@@ -240,8 +238,8 @@ class DistWrapper {
       }
       auto value = Wire<T>::Decode(outcome->payload);
       if (!value.ok()) {
-        failures.push_back(value.status().WithContext(
-            "message from rank " + std::to_string(r)));
+        failures.push_back(value.status().WithContext("message from rank " +
+                                                      std::to_string(r)));
         continue;
       }
       values.push_back(std::move(value).value());

@@ -11,9 +11,10 @@ Result<std::vector<std::string>> LocalCollective::Gather(std::string message) {
 Result<std::string> LocalCollective::Scatter(
     std::vector<std::string> messages) {
   if (messages.size() != 1) {
-    return Status::InvalidArgument("LocalCollective::Scatter needs exactly 1 "
-                                   "message, got " +
-                                   std::to_string(messages.size()));
+    return Status::InvalidArgument(
+        "LocalCollective::Scatter needs exactly 1 "
+        "message, got " +
+        std::to_string(messages.size()));
   }
   return std::move(messages[0]);
 }

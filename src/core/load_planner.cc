@@ -40,7 +40,8 @@ Status CheckMatches(const std::string& fqn, const TensorStorageMetadata& md,
   if (md.size != size) {
     return Status::InvalidArgument(
         "item " + util::Quote(fqn) + ": shape mismatch: checkpoint has " +
-        util::ShapeString(md.size) + ", state dict has " + util::ShapeString(size));
+        util::ShapeString(md.size) + ", state dict has " +
+        util::ShapeString(size));
   }
   return Status::OK();
 }
@@ -74,8 +75,8 @@ Status CheckShards(const std::string& fqn, const ShardedTensor& st) {
   const size_t dims = st.global_size.size();
   for (const Shard& shard : st.local_shards) {
     ROCKSDCP_RETURN_IF_ERROR(shard.tensor.Validate(fqn));
-    const std::string which = "sharded tensor " + util::Quote(fqn) + ": shard at " +
-                              util::ShapeString(shard.offsets);
+    const std::string which = "sharded tensor " + util::Quote(fqn) +
+                              ": shard at " + util::ShapeString(shard.offsets);
     if (shard.tensor.dtype != st.dtype) {
       return Status::InvalidArgument(
           which + " has dtype " + std::string(DTypeName(shard.tensor.dtype)) +
@@ -142,9 +143,10 @@ Status PlanTensorReads(const std::string& fqn, const TensorStorageMetadata& md,
     // CheckSavedChunks found that the chunks tile the tensor, so this can't
     // fail; it guards the loop above against a change to that check.
     if (covered != static_cast<uint64_t>(volume)) {
-      std::string where = boxes.size() == 1 && box.sizes == md.size
-                              ? ""
-                              : " (box at " + util::ShapeString(box.offsets) + ")";
+      std::string where =
+          boxes.size() == 1 && box.sizes == md.size
+              ? ""
+              : " (box at " + util::ShapeString(box.offsets) + ")";
       return Status::Corruption("item " + util::Quote(fqn) + where +
                                 ": checkpoint chunks cover " +
                                 std::to_string(covered) + " of " +
@@ -302,7 +304,8 @@ Result<TensorView> DefaultLoadPlanner::ResolveTensor(const ReadItem& item) {
   } else if (const auto* st = std::get_if<ShardedTensor>(&it->second)) {
     if (!item.dest_index.offset) {
       return Status::InvalidArgument("read item for sharded tensor " +
-                                     util::Quote(fqn) + " names no shard offset");
+                                     util::Quote(fqn) +
+                                     " names no shard offset");
     }
     const auto& shards = st->local_shards;
     // The hint is the shard's position when this planner made the item.
@@ -336,7 +339,8 @@ Result<TensorView> DefaultLoadPlanner::ResolveTensor(const ReadItem& item) {
     return Status::InvalidArgument(
         "read item for " + util::Quote(item.dest_index.ToString()) + " at " +
         util::ShapeString(item.dest_offsets) + " of size " +
-        util::ShapeString(item.lengths) + " lies outside the destination of size " +
+        util::ShapeString(item.lengths) +
+        " lies outside the destination of size " +
         util::ShapeString(dest->sizes));
   }
   return dest->Narrow(item.dest_offsets, item.lengths);
@@ -357,14 +361,14 @@ Status CheckLoadDestinations(const Metadata& metadata,
     auto it = saved.find(d.fqn);
     if (it == saved.end()) continue;
     const auto* tensor_md = std::get_if<TensorStorageMetadata>(&it->second);
-    Status s = d.is_bytes != (tensor_md == nullptr)
-                   ? KindMismatch(d.fqn, tensor_md != nullptr)
-               : tensor_md != nullptr
-                   ? CheckMatches(d.fqn, *tensor_md,
-                                  d.check_dtype ? d.dtype
-                                                : tensor_md->properties.dtype,
-                                  d.size)
-                   : Status::OK();
+    Status s =
+        d.is_bytes != (tensor_md == nullptr)
+            ? KindMismatch(d.fqn, tensor_md != nullptr)
+        : tensor_md != nullptr
+            ? CheckMatches(
+                  d.fqn, *tensor_md,
+                  d.check_dtype ? d.dtype : tensor_md->properties.dtype, d.size)
+            : Status::OK();
     if (!s.ok()) problems.push_back(s.message());
   }
   if (problems.empty()) return Status::OK();

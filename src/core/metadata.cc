@@ -70,8 +70,8 @@ bool operator==(const Metadata& a, const Metadata& b) {
     }
   }
   return a.state_dict_metadata == b.state_dict_metadata &&
-         a.planner_data == b.planner_data &&
-         a.storage_meta == b.storage_meta && a.version == b.version;
+         a.planner_data == b.planner_data && a.storage_meta == b.storage_meta &&
+         a.version == b.version;
 }
 
 uint64_t WriteItem::TensorStorageSize() const {

@@ -33,7 +33,8 @@ std::string_view StatusCodeName(StatusCode code) {
 }
 
 Status::Status(StatusCode code, std::string message)
-    : code_(code), message_(code == StatusCode::kOk ? "" : std::move(message)) {}
+    : code_(code),
+      message_(code == StatusCode::kOk ? "" : std::move(message)) {}
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;

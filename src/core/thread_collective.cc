@@ -69,9 +69,8 @@ Result<std::vector<std::vector<std::string>>> ThreadCollective::Exchange(
   }
   s.slots[b][rank_] = std::move(payload);
   if (++s.arrived[b] == s.world_size) s.cv.notify_all();
-  s.cv.wait(lock, [&] {
-    return s.arrived[b] == s.world_size || s.departed >= 0;
-  });
+  s.cv.wait(lock,
+            [&] { return s.arrived[b] == s.world_size || s.departed >= 0; });
   if (s.arrived[b] != s.world_size) return left();
   s.rounds_done[rank_] = my_round;
   return s.slots[b];
@@ -91,10 +90,9 @@ Result<std::string> ThreadCollective::Scatter(
     std::vector<std::string> messages) {
   if (is_coordinator() &&
       messages.size() != static_cast<size_t>(world_size())) {
-    return Status::InvalidArgument(
-        "Scatter needs one message per rank: got " +
-        std::to_string(messages.size()) + " for " +
-        std::to_string(world_size()));
+    return Status::InvalidArgument("Scatter needs one message per rank: got " +
+                                   std::to_string(messages.size()) + " for " +
+                                   std::to_string(world_size()));
   }
   if (!is_coordinator()) messages.clear();
   ROCKSDCP_ASSIGN_OR_RETURN(auto all, Exchange(std::move(messages)));
@@ -122,8 +120,6 @@ Result<std::vector<std::string>> ThreadCollective::AllGather(
   return out;
 }
 
-Status ThreadCollective::Barrier() {
-  return Exchange({}).status();
-}
+Status ThreadCollective::Barrier() { return Exchange({}).status(); }
 
 }  // namespace rocksdcp

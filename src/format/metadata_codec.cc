@@ -312,7 +312,7 @@ uint64_t Len(const T* v) {
 
 // What decoding a verified Metadata would build, counted by walking it.
 struct MetadataCounts {
-  uint64_t items = 0;             // Chunks and byte items.
+  uint64_t items = 0;  // Chunks and byte items.
   uint64_t storage_entries = 0;
   uint64_t stored_bytes_needed = 0;  // Their pieces' least stored size.
   uint64_t decoded_bytes = 0;
@@ -320,13 +320,11 @@ struct MetadataCounts {
 
 MetadataCounts CountMetadata(const fb::Metadata& m) {
   MetadataCounts n;
-  uint64_t decoded = Len(m.version()) +
-                     Len(m.planner_data());
+  uint64_t decoded = Len(m.version()) + Len(m.planner_data());
   uint64_t needed = 0;
   if (m.state_dict_metadata() != nullptr) {
     for (const fb::StateDictEntry* e : *m.state_dict_metadata()) {
-      decoded = SaturatingAdd(decoded,
-                              kDecodedEntryBytes + Len(e->fqn()));
+      decoded = SaturatingAdd(decoded, kDecodedEntryBytes + Len(e->fqn()));
       const fb::TensorStorageMetadata* t = e->value_as_TensorStorageMetadata();
       if (t == nullptr) {  // A byte item.
         ++n.items;
@@ -336,8 +334,7 @@ MetadataCounts CountMetadata(const fb::Metadata& m) {
       decoded = SaturatingAdd(decoded, 8 * Len(t->size()));
       if (t->chunks() == nullptr) continue;
       for (const fb::ChunkStorageMetadata* c : *t->chunks()) {
-        const uint64_t longs = uint64_t{Len(c->offsets())} +
-                               Len(c->sizes());
+        const uint64_t longs = uint64_t{Len(c->offsets())} + Len(c->sizes());
         ++n.items;
         needed = SaturatingAdd(
             needed, kMinStoredPieceBytes + kStoredBytesPerChunkDim / 2 * longs);
@@ -349,23 +346,22 @@ MetadataCounts CountMetadata(const fb::Metadata& m) {
     for (const fb::StorageDataEntry* e : *m.storage_data()) {
       ++n.storage_entries;
       const fb::MetadataIndex* index = e->index();
-      decoded = SaturatingAdd(
-          decoded, kDecodedStorageBytes + Len(index->fqn()) +
-                       8 * Len(index->offset()) +
-                       Len(e->info()));
+      decoded =
+          SaturatingAdd(decoded, kDecodedStorageBytes + Len(index->fqn()) +
+                                     8 * Len(index->offset()) + Len(e->info()));
     }
   }
   if (const fb::StorageMeta* sm = m.storage_meta(); sm != nullptr) {
-    decoded += Len(sm->checkpoint_id()) +
-               Len(sm->save_id()) + Len(sm->load_id());
+    decoded +=
+        Len(sm->checkpoint_id()) + Len(sm->save_id()) + Len(sm->load_id());
     if (sm->modules() != nullptr) {
       for (const flatbuffers::String* s : *sm->modules()) {
         decoded = SaturatingAdd(decoded, 32 + Len(s));
       }
     }
   }
-  n.stored_bytes_needed = std::max(
-      needed, SaturatingMul(n.storage_entries, kMinStoredPieceBytes));
+  n.stored_bytes_needed =
+      std::max(needed, SaturatingMul(n.storage_entries, kMinStoredPieceBytes));
   n.decoded_bytes = decoded;
   return n;
 }

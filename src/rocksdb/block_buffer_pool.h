@@ -2,10 +2,10 @@
 // recycled.
 //
 // A piece is one RocksDB block of up to max_piece_bytes (128 KiB by
-// default; up to 1 GiB), and without a block cache entry RocksDB allocates a fresh buffer
-// for every block it reads, then frees it. Fresh memory costs a page fault
-// per 4 KiB page on first touch (about 20 us on these VMs, far more than
-// reading the page from the page cache), so a load that allocates a fresh
+// default; up to 1 GiB), and without a block cache entry RocksDB allocates a
+// fresh buffer for every block it reads, then frees it. Fresh memory costs a
+// page fault per 4 KiB page on first touch (about 20 us on these VMs, far more
+// than reading the page from the page cache), so a load that allocates a fresh
 // buffer per piece spends most of its time faulting. This pool is the
 // MemoryAllocator of the block cache that checkpoint column families use;
 // RocksDB's BlockFetcher allocates block buffers through it even for reads

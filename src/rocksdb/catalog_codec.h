@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "format/piece_codec.h"
-#include "rocksdcp/store_reports.h"
 #include "rocksdcp/status.h"
+#include "rocksdcp/store_reports.h"
 
 namespace rocksdcp::format {
 

@@ -3,6 +3,8 @@
 // metadata values and no piece. One item's decoded storage infos are held
 // at a time.
 
+#include "rocksdcp/diff.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -13,7 +15,6 @@
 
 #include "rocksdb/catalog_codec.h"
 #include "rocksdb/stored_item.h"
-#include "rocksdcp/diff.h"
 #include "util/text.h"
 
 namespace rocksdcp {

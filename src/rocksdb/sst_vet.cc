@@ -246,8 +246,7 @@ class Vetter {
  public:
   // With a `layout`, data blocks are listed there rather than vetted.
   Vetter(rocksdb::FSRandomAccessFile& file, uint64_t file_size,
-         const SstVetLimits& limits, const std::string& name,
-         SstLayout* layout)
+         const SstVetLimits& limits, const std::string& name, SstLayout* layout)
       : file_(file),
         file_size_(file_size),
         limits_(limits),
@@ -499,9 +498,10 @@ class Vetter {
   // Calls `visit` with each entry of `block` (the `what` block at `h`), a
   // block of key -> value entries (metaindex, properties), with its whole
   // key; stops at the first error.
-  Status WalkKeyValues(
-      const Handle& h, const std::string& what, std::string_view block,
-      const std::function<Status(const std::string&, std::string_view)>& visit) {
+  Status WalkKeyValues(const Handle& h, const std::string& what,
+                       std::string_view block,
+                       const std::function<Status(const std::string&,
+                                                  std::string_view)>& visit) {
     BlockWalker walker;
     std::string error = walker.Open(block);
     std::string key;
@@ -672,9 +672,9 @@ Status CheckBlockClaim(uint8_t type, std::string_view head,
       Cursor c(head);
       uint32_t size = 0;
       if (!c.Varint32(&size)) {
-        return Status::Corruption(prefix + what + " (compression type " +
-                                  Hex(type) +
-                                  ") does not begin with its decompressed size");
+        return Status::Corruption(
+            prefix + what + " (compression type " + Hex(type) +
+            ") does not begin with its decompressed size");
       }
       *claimed = size;
       break;
@@ -692,8 +692,8 @@ Status CheckBlockClaim(uint8_t type, std::string_view head,
     case kXpressCompression:
       return Status::NotSupported(prefix + what + " is compressed with xpress");
     default:
-      return Status::Corruption(prefix + what + " has unknown compression type " +
-                                Hex(type));
+      return Status::Corruption(prefix + what +
+                                " has unknown compression type " + Hex(type));
   }
   if (*claimed > limit) {
     return Status::Corruption(

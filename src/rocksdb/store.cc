@@ -198,7 +198,8 @@ Status ValidateCheckpointId(std::string_view checkpoint_id) {
 
 Result<RetentionReport> Store::KeepLast(uint64_t n) {
   ROCKSDCP_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> list, List());
-  std::erase_if(list, [](const CheckpointInfo& c) { return !c.damage.empty(); });
+  std::erase_if(list,
+                [](const CheckpointInfo& c) { return !c.damage.empty(); });
   // Newest first.
   std::stable_sort(list.begin(), list.end(),
                    [](const CheckpointInfo& x, const CheckpointInfo& y) {
@@ -217,10 +218,10 @@ Result<RetentionReport> Store::KeepLast(uint64_t n) {
       for (const std::string& id : report.deleted) {
         done += (done.empty() ? "" : ", ") + Quote(id);
       }
-      return s.WithContext(
-          "keep-last " + std::to_string(n) + " in store " + Quote(path()) +
-          (done.empty() ? ", having deleted none"
-                        : ", having deleted " + done));
+      return s.WithContext("keep-last " + std::to_string(n) + " in store " +
+                           Quote(path()) +
+                           (done.empty() ? ", having deleted none"
+                                         : ", having deleted " + done));
     }
     report.deleted.push_back(list[i].id);
   }
@@ -249,8 +250,7 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(
   // Absolute and normalised: staging file paths cross between ranks, and
   // the coordinator checks them against its own staging directory.
   std::error_code ec;
-  std::string canonical =
-      fs::weakly_canonical(fs::absolute(path), ec).string();
+  std::string canonical = fs::weakly_canonical(fs::absolute(path), ec).string();
   if (ec) canonical = fs::absolute(path).lexically_normal().string();
   std::unique_ptr<StoreImpl> store(
       new StoreImpl(canonical, options, std::move(fs)));
@@ -275,8 +275,7 @@ Status ExplainUnreadableDirectory(const std::string& path,
       return Status::InvalidArgument(
           where + " is not a directory: a component of its path is a file");
     }
-    return Status::IOError("cannot open " + where + ": " +
-                           std::strerror(err) +
+    return Status::IOError("cannot open " + where + ": " + std::strerror(err) +
                            ": this process may not reach the store's "
                            "directory (a directory on its path may not be "
                            "searched)");
@@ -292,10 +291,10 @@ Status ExplainUnreadableDirectory(const std::string& path,
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o",
                   static_cast<unsigned>(st.st_mode & 07777));
-    return Status::IOError("cannot open " + where + ": " +
-                           std::strerror(err) +
+    return Status::IOError("cannot open " + where + ": " + std::strerror(err) +
                            ": this process may not read the store's "
-                           "directory (mode " + mode + ")");
+                           "directory (mode " +
+                           mode + ")");
   }
   return Status::OK();
 }
@@ -385,8 +384,8 @@ rocksdb::DBOptions StoreImpl::MakeDBOptions() {
   // and zeroes memory: the WAL's max_total_wal_size (64 MiB) and the
   // MANIFEST's 4 MiB, held while the store is open, and some 10 ms of the
   // kernel's time at each open; and tmpfs has no fragmentation to avoid.
-  if (struct statfs st; statfs(path_.c_str(), &st) == 0 &&
-                        st.f_type == TMPFS_MAGIC) {
+  if (struct statfs st;
+      statfs(path_.c_str(), &st) == 0 && st.f_type == TMPFS_MAGIC) {
     db_options.allow_fallocate = false;
   }
   // The store's own info log (store_log.h): no failure to log can abort,
@@ -449,7 +448,8 @@ Status StoreImpl::OpenDB() {
       if (name == rocksdb::kDefaultColumnFamilyName) {
         descriptors.emplace_back(name, CatalogColumnFamilyOptions());
       } else {
-        descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(cf_options));
+        descriptors.emplace_back(name,
+                                 rocksdb::ColumnFamilyOptions(cf_options));
       }
     }
     handles.clear();

@@ -3,11 +3,11 @@
 // progress pins, and removes the staging directories of writers that are gone;
 // StoreImpl::ReclaimTornSaves, the same on a read-write open.
 
+#include <rocksdb/env.h>
+
 #include <filesystem>
 #include <optional>
 #include <set>
-
-#include <rocksdb/env.h>
 
 #include "rocksdb/rocksdb_status.h"
 #include "rocksdb/store_impl.h"
@@ -123,7 +123,8 @@ Status StoreImpl::RemoveDeadStagingLocked(bool dry_run, GcReport* report) {
     if (!lock) continue;  // A live writer's.
     std::vector<std::string> files;
     ROCKSDCP_RETURN_IF_ERROR(
-        ListFilesUnder(*fs_, dir, &files, &report->freed_bytes).WithContext(gc));
+        ListFilesUnder(*fs_, dir, &files, &report->freed_bytes)
+            .WithContext(gc));
     report->deleted_staging_files.insert(report->deleted_staging_files.end(),
                                          files.begin(), files.end());
     if (dry_run) continue;

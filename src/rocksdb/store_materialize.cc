@@ -95,8 +95,8 @@ Status WritePiecesFile(StoreImpl& store, const CommittedCheckpoint& c,
     const rocksdb::Status s = store.db()->Get(ro, c.cf.get(), copy.key, &value);
     format::DecodedPiece piece;
     Status verified = VerifyPieceOrReference(
-        store, c, ro, s, std::string_view(value.data(), value.size()),
-        copy.key, *copy.index, item, copy.piece, &target, &decoded, &piece);
+        store, c, ro, s, std::string_view(value.data(), value.size()), copy.key,
+        *copy.index, item, copy.piece, &target, &decoded, &piece);
     if (!verified.ok()) {
       return verified.WithContext(where + ", item " +
                                   Quote(copy.index->ToString()) + ", piece " +
@@ -232,8 +232,8 @@ Result<MaterializeReport> StoreImpl::Materialize(
   // checkpoint with itself: a fresh column family, one synced batch.
   DropReferencesAndOffsets(&metadata);
   const std::string metadata_value = format::EncodeMetadata(metadata);
-  auto committed = Commit(
-      OverwriteWithItself(id, c, pieces, file, metadata_value, pinned));
+  auto committed =
+      Commit(OverwriteWithItself(id, c, pieces, file, metadata_value, pinned));
   if (!committed.ok()) return committed.status().WithContext(where);
   pinned.clear();  // Commit released them.
 

@@ -114,8 +114,8 @@ Status ListFilesUnder(rocksdb::FileSystem& fs, const std::string& path,
   if (s.IsNotFound()) return Status::OK();
   if (!s.ok()) return FromRocksDB(s, "listing " + path);
   for (const std::string& child : children) {
-    ROCKSDCP_RETURN_IF_ERROR(ListFilesUnder(
-        fs, (fs::path(path) / child).string(), files, bytes));
+    ROCKSDCP_RETURN_IF_ERROR(
+        ListFilesUnder(fs, (fs::path(path) / child).string(), files, bytes));
   }
   return Status::OK();
 }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string_view>
 #include <functional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -69,9 +69,10 @@ class CheckedTableFile : public rocksdb::FSRandomAccessFileOwnerWrapper {
                           rocksdb::IODebugContext* dbg) const {
     const auto& blocks = layout_.data_blocks;
     // The first block whose trailer is at or past `offset`.
-    auto it = std::partition_point(
-        blocks.begin(), blocks.end(),
-        [offset](const SstLayout::Block& b) { return b.offset + b.size < offset; });
+    auto it = std::partition_point(blocks.begin(), blocks.end(),
+                                   [offset](const SstLayout::Block& b) {
+                                     return b.offset + b.size < offset;
+                                   });
     for (; it != blocks.end() && it->offset + it->size - offset < data.size();
          ++it) {
       const auto type =
@@ -85,8 +86,8 @@ class CheckedTableFile : public rocksdb::FSRandomAccessFileOwnerWrapper {
         head = std::string_view(data.data() + (it->offset - offset), head_size);
       } else {  // The block began in an earlier read.
         rocksdb::Slice got;
-        rocksdb::IOStatus s = target()->Read(it->offset, head_size, options,
-                                             &got, buffer, dbg);
+        rocksdb::IOStatus s =
+            target()->Read(it->offset, head_size, options, &got, buffer, dbg);
         if (!s.ok()) return s;
         head = std::string_view(got.data(), got.size());
       }

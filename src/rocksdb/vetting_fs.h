@@ -43,14 +43,16 @@ inline constexpr uint64_t kMinBlockClaimBytes = 16ull << 20;
 inline constexpr uint64_t kMaxBlockClaimRatio = 32;
 // What any block may hold or claim: the largest value a writer writes (a
 // metadata value; a piece is at most 1 GiB), its key and block overhead.
-inline constexpr uint64_t kMaxBlockBytes = format::kMaxMetadataBytes + (1 << 20);
+inline constexpr uint64_t kMaxBlockBytes =
+    format::kMaxMetadataBytes + (1 << 20);
 
 // The most a block of a file of `file_size` bytes may claim (the rule above).
 uint64_t BlockClaimLimit(uint64_t file_size);
 
 class VettingFileSystem : public rocksdb::FileSystemWrapper {
  public:
-  explicit VettingFileSystem(const std::shared_ptr<rocksdb::FileSystem>& target);
+  explicit VettingFileSystem(
+      const std::shared_ptr<rocksdb::FileSystem>& target);
 
   static const char* kClassName() { return "RocksdcpVettingFileSystem"; }
   const char* Name() const override { return kClassName(); }

@@ -294,10 +294,9 @@ struct RocksDBStorageWriterImpl::CommitFiles {
       last_file = ranges.find(file);
     }
     if (last_file == ranges.end()) {
-      last_file = ranges
-                      .try_emplace(std::move(file), std::move(first),
-                                   std::move(last))
-                      .first;
+      last_file =
+          ranges.try_emplace(std::move(file), std::move(first), std::move(last))
+              .first;
       return;
     }
     auto& [lo, hi] = last_file->second;
@@ -328,10 +327,10 @@ Status RocksDBStorageWriterImpl::AddResult(const WriteResult& r,
   }
   if (info->file.rfind(files->staging_prefix, 0) != 0 ||
       info->file.find("/../") != std::string::npos) {
-    return Status::InvalidArgument(
-        Where() + ": item " + Quote(r.index.ToString()) +
-        " names staging file " + Quote(info->file) +
-        " outside the store's staging directory");
+    return Status::InvalidArgument(Where() + ": item " +
+                                   Quote(r.index.ToString()) +
+                                   " names staging file " + Quote(info->file) +
+                                   " outside the store's staging directory");
   }
   std::string first = keys::PieceKey(r.index, 0);
   std::string last = first;
@@ -352,8 +351,8 @@ Status RocksDBStorageWriterImpl::AddResult(const WriteResult& r,
     if (info->piece_sources[p] == 0) continue;
     request->info.referenced_bytes += info->PieceLength(p);
   }
-  auto [it, inserted] = metadata->storage_data.emplace(
-      r.index, format::EncodeStorageInfo(*info));
+  auto [it, inserted] =
+      metadata->storage_data.emplace(r.index, format::EncodeStorageInfo(*info));
   if (!inserted) {
     return Status::InvalidArgument(Where() + ": item " +
                                    Quote(r.index.ToString()) +

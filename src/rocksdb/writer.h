@@ -131,8 +131,8 @@ class RocksDBStorageWriterImpl final : public RocksDBStorageWriter {
   // `files`, its bytes to `request`. InvalidArgument if it names a file
   // outside the staging area, a column family the base did not pin, or an
   // item another rank wrote.
-  Status AddResult(const WriteResult& r, Metadata* metadata,
-                   CommitFiles* files, CommitRequest* request) const;
+  Status AddResult(const WriteResult& r, Metadata* metadata, CommitFiles* files,
+                   CommitRequest* request) const;
   // Encodes `metadata` (of at most `metadata_bound` bytes) into
   // request->metadata_value and sets request->batch, through buffers kept
   // from one save to the next.

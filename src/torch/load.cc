@@ -51,9 +51,9 @@ class HookPlanner final : public LoadPlannerWrapper {
 
   Status SetUpPlanner(StateDict* state_dict, const Metadata* metadata,
                       bool is_coordinator) override {
-    ROCKSDCP_RETURN_IF_ERROR(CatchTorch(
-        StatusCode::kInvalidArgument, "rocksdcp::torch",
-        [&] { return hook_(state_dict, *metadata); }));
+    ROCKSDCP_RETURN_IF_ERROR(
+        CatchTorch(StatusCode::kInvalidArgument, "rocksdcp::torch",
+                   [&] { return hook_(state_dict, *metadata); }));
     return LoadPlannerWrapper::SetUpPlanner(state_dict, metadata,
                                             is_coordinator);
   }
@@ -261,8 +261,9 @@ Status Load(const Trainer& trainer, StorageReader& reader,
   }
   if (load_options.planner != nullptr) {
     return Status::InvalidArgument(
-        context + ": rocksdcp::torch::Load plans the load itself; leave "
-                  "LoadOptions::planner null");
+        context +
+        ": rocksdcp::torch::Load plans the load itself; leave "
+        "LoadOptions::planner null");
   }
   ROCKSDCP_RETURN_IF_ERROR(CheckPrefixes(options));
   ::torch::NoGradGuard no_grad;
@@ -313,8 +314,7 @@ Status Load(const Trainer& trainer, StorageReader& reader,
         optimizer_items.state_dict_metadata.emplace(fqn, item);
       }
     }
-    ROCKSDCP_ASSIGN_OR_RETURN(written,
-                              AddTensors(*target, md, &changes, dict));
+    ROCKSDCP_ASSIGN_OR_RETURN(written, AddTensors(*target, md, &changes, dict));
     return Status::OK();
   });
   phase.planner = &check_values;

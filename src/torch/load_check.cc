@@ -33,8 +33,7 @@ std::string Describe(const Expected& e) {
 std::string Describe(const StorageMetadata& m) {
   if (std::holds_alternative<BytesStorageMetadata>(m)) return "bytes";
   const auto& t = std::get<TensorStorageMetadata>(m);
-  return std::string(DTypeName(t.properties.dtype)) + " " +
-         ShapeString(t.size);
+  return std::string(DTypeName(t.properties.dtype)) + " " + ShapeString(t.size);
 }
 
 // A hyperparameter's item as the checkpoint may hold it: any byte item
@@ -183,8 +182,7 @@ bool Fits(const HyperField& h, const HyperRead& r) {
            (r.kind == HyperRead::Kind::kNumbers && r.is_bool &&
             r.numbers.size() == 1);
   }
-  return r.kind == HyperRead::Kind::kNumbers &&
-         r.numbers.size() == h.Count() &&
+  return r.kind == HyperRead::Kind::kNumbers && r.numbers.size() == h.Count() &&
          r.is_bool == (h.type == HyperType::kBool);
 }
 
@@ -317,9 +315,9 @@ Result<LoadTarget> MakeLoadTarget(const Trainer& trainer,
     }
     // A tied weight is read once, under its first name, but must be in the
     // checkpoint under each.
-    ROCKSDCP_ASSIGN_OR_RETURN(TensorView view, m.first_name
-                                                   ? MutableViewOf(m.tensor, fqn)
-                                                   : ViewOf(m.tensor, fqn));
+    ROCKSDCP_ASSIGN_OR_RETURN(
+        TensorView view,
+        m.first_name ? MutableViewOf(m.tensor, fqn) : ViewOf(m.tensor, fqn));
     t.expected[fqn] = {false, view.dtype, view.sizes, !allow_partial_load};
   }
   if (trainer.optimizer != nullptr) {
@@ -396,7 +394,8 @@ std::vector<std::string> CheckMetadata(const LoadTarget& target,
   for (const auto& [fqn, e] : target.expected) {
     auto it = md.find(fqn);
     if (it == md.end()) {
-      if (e.required) report(fqn, kMissing + Quote(fqn) + " (" + Describe(e) + ")");
+      if (e.required)
+        report(fqn, kMissing + Quote(fqn) + " (" + Describe(e) + ")");
     } else if (!Matches(e, it->second)) {
       report(fqn, Quote(fqn) + " is " + Describe(it->second) +
                       " in the checkpoint, " + Describe(e) + " here");
@@ -620,9 +619,8 @@ std::vector<std::string> CheckValues(const LoadTarget& target,
         const bool there = metadata.state_dict_metadata.count(fqn) > 0;
         if (wanted != there) {
           problems.push_back(std::string(wanted ? kMissing : "unexpected ") +
-                             Quote(fqn) + " (the checkpoint's " +
-                             f.exists_if + " is " +
-                             (wanted ? "set" : "not set") + ")");
+                             Quote(fqn) + " (the checkpoint's " + f.exists_if +
+                             " is " + (wanted ? "set" : "not set") + ")");
         }
       }
       const std::string step_fqn = StateFqn(o, p.fqn, "step");

@@ -22,53 +22,51 @@ namespace optim = ::torch::optim;
 
 // A double option field of OPTIONS, read and set through LibTorch's
 // TORCH_ARG accessors.
-#define ROCKSDCP_DOUBLE_FIELD(OPTIONS, FIELD)                         \
-  HyperField {                                                        \
-    #FIELD, HyperRole::kOption, HyperType::kFloat64,                  \
+#define ROCKSDCP_DOUBLE_FIELD(OPTIONS, FIELD)                       \
+  HyperField {                                                      \
+#FIELD, HyperRole::kOption, HyperType::kFloat64,                  \
         [](const optim::OptimizerOptions& o) -> HyperNumbers {        \
           return {static_cast<const OPTIONS&>(o).FIELD()};            \
         },                                                            \
         [](optim::OptimizerOptions& o, const HyperNumbers& v) {       \
           static_cast<OPTIONS&>(o).FIELD(v.at(0));                    \
         },                                                            \
-        nullptr                                                       \
+        nullptr \
   }
-#define ROCKSDCP_BOOL_FIELD(OPTIONS, FIELD)                           \
-  HyperField {                                                        \
-    #FIELD, HyperRole::kOption, HyperType::kBool,                     \
+#define ROCKSDCP_BOOL_FIELD(OPTIONS, FIELD)                         \
+  HyperField {                                                      \
+#FIELD, HyperRole::kOption, HyperType::kBool,                     \
         [](const optim::OptimizerOptions& o) -> HyperNumbers {        \
           return {static_cast<const OPTIONS&>(o).FIELD() ? 1.0 : 0.0};\
         },                                                            \
         [](optim::OptimizerOptions& o, const HyperNumbers& v) {       \
           static_cast<OPTIONS&>(o).FIELD(v.at(0) != 0);               \
         },                                                            \
-        nullptr                                                       \
+        nullptr \
   }
 // betas, a std::tuple<double, double>: one pair, as Python's tuple.
-#define ROCKSDCP_BETAS_FIELD(OPTIONS)                                 \
-  HyperField {                                                        \
-    "betas", HyperRole::kOption, HyperType::kFloat64Pair,             \
-        [](const optim::OptimizerOptions& o) -> HyperNumbers {        \
-          const auto& b = static_cast<const OPTIONS&>(o).betas();     \
-          return {std::get<0>(b), std::get<1>(b)};                    \
-        },                                                            \
-        [](optim::OptimizerOptions& o, const HyperNumbers& v) {       \
-          static_cast<OPTIONS&>(o).betas(                             \
-              std::make_tuple(v.at(0), v.at(1)));                     \
-        },                                                            \
-        nullptr                                                       \
+#define ROCKSDCP_BETAS_FIELD(OPTIONS)                                        \
+  HyperField {                                                               \
+    "betas", HyperRole::kOption, HyperType::kFloat64Pair,                    \
+        [](const optim::OptimizerOptions& o) -> HyperNumbers {               \
+          const auto& b = static_cast<const OPTIONS&>(o).betas();            \
+          return {std::get<0>(b), std::get<1>(b)};                           \
+        },                                                                   \
+        [](optim::OptimizerOptions& o, const HyperNumbers& v) {              \
+          static_cast<OPTIONS&>(o).betas(std::make_tuple(v.at(0), v.at(1))); \
+        },                                                                   \
+        nullptr                                                              \
   }
 // A tensor of a ParamState.
-#define ROCKSDCP_STATE_FIELD(STATE, FIELD, EXISTS_IF)                 \
-  StateField {                                                        \
-    #FIELD, EXISTS_IF,                                                \
-        [](optim::OptimizerParamState& s) -> ::torch::Tensor& {       \
-          return static_cast<STATE&>(s).FIELD();                      \
-        }                                                             \
+#define ROCKSDCP_STATE_FIELD(STATE, FIELD, EXISTS_IF)                        \
+  StateField {                                                               \
+#FIELD, EXISTS_IF,                                                       \
+        [](optim::OptimizerParamState &                                      \
+           s) -> ::torch::Tensor& { return static_cast<STATE&>(s).FIELD(); } \
   }
-#define ROCKSDCP_STEP(STATE)                                          \
-  [](optim::OptimizerParamState& s) -> int64_t& {                     \
-    return static_cast<STATE&>(s).step();                             \
+#define ROCKSDCP_STEP(STATE)                      \
+  [](optim::OptimizerParamState& s) -> int64_t& { \
+    return static_cast<STATE&>(s).step();         \
   }
 
 template <typename Opt, typename Options, typename State>
@@ -97,23 +95,27 @@ OptimizerKind Kind(const char* name, std::vector<HyperField> hyper,
 // decoupled_weight_decay: what tells AdamW's state from Adam's.
 template <bool kDecoupled>
 HyperField DecoupledWeightDecay() {
-  return HyperField{
-      "decoupled_weight_decay", HyperRole::kKindMark, HyperType::kBool,
-      [](const optim::OptimizerOptions&) -> HyperNumbers {
-        return {kDecoupled ? 1.0 : 0.0};
-      },
-      nullptr, nullptr};
+  return HyperField{"decoupled_weight_decay",
+                    HyperRole::kKindMark,
+                    HyperType::kBool,
+                    [](const optim::OptimizerOptions&) -> HyperNumbers {
+                      return {kDecoupled ? 1.0 : 0.0};
+                    },
+                    nullptr,
+                    nullptr};
 }
 
 // The options Python's optimizers have and LibTorch's lack. Python's
 // torch 2.x has them all for Adam and AdamW; SGD lacks capturable;
 // RMSprop lacks fused; Adagrad lacks capturable.
 HyperField PythonFalse(const char* name, const char* why) {
-  return HyperField{name, HyperRole::kPythonFalse, HyperType::kBool,
-                    [](const optim::OptimizerOptions&) -> HyperNumbers {
-                      return {0.0};
-                    },
-                    nullptr, why};
+  return HyperField{
+      name,
+      HyperRole::kPythonFalse,
+      HyperType::kBool,
+      [](const optim::OptimizerOptions&) -> HyperNumbers { return {0.0}; },
+      nullptr,
+      why};
 }
 HyperField Maximize() {
   return PythonFalse("maximize",
@@ -131,8 +133,9 @@ HyperField Differentiable() {
                      "(autograd through the step)");
 }
 HyperField PythonImpl(const char* name) {
-  return HyperField{name,    HyperRole::kPythonImpl, HyperType::kNone,
-                    nullptr, nullptr,               nullptr};
+  return HyperField{
+      name,   HyperRole::kPythonImpl, HyperType::kNone, nullptr, nullptr,
+      nullptr};
 }
 
 std::vector<OptimizerKind> MakeKinds() {
@@ -182,8 +185,8 @@ std::vector<OptimizerKind> MakeKinds() {
        ROCKSDCP_BOOL_FIELD(SGDOptions, nesterov), Maximize(),
        PythonImpl("foreach"), Differentiable(), PythonImpl("fused")},
       // SGD keeps state only with momentum, and then only the buffer.
-      {ROCKSDCP_STATE_FIELD(SGDParamState, momentum_buffer, nullptr)},
-      nullptr, false));
+      {ROCKSDCP_STATE_FIELD(SGDParamState, momentum_buffer, nullptr)}, nullptr,
+      false));
   kinds.push_back(Kind<optim::RMSprop, RMSpropOptions, RMSpropParamState>(
       "RMSprop",
       {ROCKSDCP_DOUBLE_FIELD(RMSpropOptions, lr),

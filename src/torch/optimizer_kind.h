@@ -118,8 +118,7 @@ const std::vector<OptimizerKind>& AllKinds();
 
 // The kind of `optimizer` (a subclass counts as its base), or NotSupported
 // naming what it is.
-Result<const OptimizerKind*> KindOf(
-    const ::torch::optim::Optimizer& optimizer);
+Result<const OptimizerKind*> KindOf(const ::torch::optim::Optimizer& optimizer);
 
 // The key of Optimizer::state(), the map LibTorch's optimizers file a
 // parameter's state in: the parameter's TensorImpl address, printed as a
@@ -127,7 +126,8 @@ Result<const OptimizerKind*> KindOf(
 // Taken from the map's type, so that the adapter follows the LibTorch it is
 // built against.
 using StateKey = std::remove_cvref_t<
-    decltype(std::declval<const ::torch::optim::Optimizer&>().state())>::key_type;
+    decltype(std::declval<const ::torch::optim::Optimizer&>()
+                 .state())>::key_type;
 
 // The key `param`'s state is filed under.
 StateKey StateKeyOf(const ::torch::Tensor& param);

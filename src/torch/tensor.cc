@@ -96,8 +96,7 @@ Result<c10::ScalarType> ScalarTypeOf(DType dtype) {
     if (t.dtype == dtype) return t.torch;
   }
   return Status::InvalidArgument("dtype " + std::string(DTypeName(dtype)) +
-                                 " has no " + LibTorchName() +
-                                 " scalar type");
+                                 " has no " + LibTorchName() + " scalar type");
 }
 
 Result<TensorView> ViewOf(const at::Tensor& tensor, std::string_view fqn) {

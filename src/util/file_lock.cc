@@ -36,8 +36,7 @@ Result<std::optional<FileLock>> FileLock::Lock(const std::string& path,
       const int err = errno;
       ::close(fd);
       if (err == EWOULDBLOCK) return std::optional<FileLock>();
-      return Status::IOError("cannot lock " + path + ": " +
-                             std::strerror(err));
+      return Status::IOError("cannot lock " + path + ": " + std::strerror(err));
     }
     // Someone may have unlinked the file between our open and flock (GC
     // removing a dead writer's lock): then we hold a lock nobody else can

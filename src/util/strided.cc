@@ -5,8 +5,8 @@
 
 namespace rocksdcp::util {
 
-void CopyRun(const uint8_t* src, uint64_t count, size_t elem_size,
-             uint8_t* dst, int64_t dst_stride_bytes) {
+void CopyRun(const uint8_t* src, uint64_t count, size_t elem_size, uint8_t* dst,
+             int64_t dst_stride_bytes) {
   if (dst_stride_bytes == static_cast<int64_t>(elem_size)) {
     std::memcpy(dst, src, count * elem_size);
     return;

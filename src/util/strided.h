@@ -20,8 +20,8 @@ void GatherElements(const TensorView& src, uint64_t first, uint64_t count,
 
 // Copies `count` elements from `src` (densely packed) to `dst`, an
 // element-strided run: element k goes to dst + k * dst_stride_bytes.
-void CopyRun(const uint8_t* src, uint64_t count, size_t elem_size,
-             uint8_t* dst, int64_t dst_stride_bytes);
+void CopyRun(const uint8_t* src, uint64_t count, size_t elem_size, uint8_t* dst,
+             int64_t dst_stride_bytes);
 
 }  // namespace rocksdcp::util
 

@@ -39,8 +39,8 @@ class PlaneCodecTest : public ::testing::Test {
     ASSERT_OK(encoder_.Encode(Bytes(data), data.size(), elem));
     ASSERT_EQ(encoder_.plane_sizes().size(), elem);
     std::string out(data.size(), '\xee');
-    ASSERT_OK(Decode(std::string(encoder_.stored()), encoder_.plane_sizes(),
-                     &out));
+    ASSERT_OK(
+        Decode(std::string(encoder_.stored()), encoder_.plane_sizes(), &out));
     EXPECT_EQ(out, data);
   }
 
@@ -143,8 +143,8 @@ TEST_F(ForgedPlanesTest, AFrameDeclaringMoreBytes) {
   // by its declared size before it is decoded.
   std::string big(8192, '\0');
   std::string frame(ZSTD_compressBound(big.size()), '\0');
-  frame.resize(ZSTD_compress(frame.data(), frame.size(), big.data(),
-                             big.size(), 1));
+  frame.resize(
+      ZSTD_compress(frame.data(), frame.size(), big.data(), big.size(), 1));
   stored_ = stored_.substr(0, sizes_[0]) + frame;
   sizes_[1] = static_cast<uint32_t>(frame.size());
   EXPECT_THAT(DecodeForged(),
@@ -178,8 +178,8 @@ TEST_F(ForgedPlanesTest, FlippedByteInsideTheFrame) {
 TEST_F(ForgedPlanesTest, TruncatedFrame) {
   stored_.resize(stored_.size() - 3);
   sizes_[1] -= 3;
-  EXPECT_THAT(DecodeForged(), StatusIs(StatusCode::kCorruption,
-                                       HasSubstr("plane 1")));
+  EXPECT_THAT(DecodeForged(),
+              StatusIs(StatusCode::kCorruption, HasSubstr("plane 1")));
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // LocalCollective and ThreadCollective: each collective delivers every
 // rank's message where DCP's protocol needs it.
 
+#include "rocksdcp/collective.h"
+
 #include <thread>
 
-#include "rocksdcp/collective.h"
 #include "test_util.h"
 
 namespace rocksdcp::testing {
@@ -21,8 +22,8 @@ TEST(LocalCollectiveTest, IsTheIdentityOnOneRank) {
   EXPECT_THAT(gathered, ElementsAre("a"));
   ASSERT_OK_AND_ASSIGN(std::string mine, c.Scatter({"b"}));
   EXPECT_EQ(mine, "b");
-  EXPECT_THAT(c.Scatter({"x", "y"}), StatusIs(StatusCode::kInvalidArgument,
-                                              HasSubstr("exactly 1")));
+  EXPECT_THAT(c.Scatter({"x", "y"}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("exactly 1")));
 }
 
 TEST(ThreadCollectiveTest, GatherScatterBroadcastAllGather) {

@@ -549,15 +549,15 @@ TEST_F(LoadPlannerTest, CheckLoadDestinationsNamesEveryMismatch) {
   Saved("b", {3}, {Box{{0}, {3}}}, DType::kFloat32);
   Saved("ok", {2}, {Box{{0}, {2}}}, DType::kFloat32);
   SavedBytes("step");
-  EXPECT_OK(CheckLoadDestinations(
-      metadata_, {{"ok", false, DType::kFloat32, {2}}, {"step", true},
-                  {"absent", false, DType::kInt8, {1}}}));
+  EXPECT_OK(
+      CheckLoadDestinations(metadata_, {{"ok", false, DType::kFloat32, {2}},
+                                        {"step", true},
+                                        {"absent", false, DType::kInt8, {1}}}));
   EXPECT_THAT(
-      CheckLoadDestinations(metadata_,
-                            {{"a", false, DType::kBFloat16, {8, 4}},
-                             {"b", false, DType::kFloat64, {3}},
-                             {"ok", false, DType::kFloat32, {2}},
-                             {"step", false, DType::kUInt8, {5}}}),
+      CheckLoadDestinations(metadata_, {{"a", false, DType::kBFloat16, {8, 4}},
+                                        {"b", false, DType::kFloat64, {3}},
+                                        {"ok", false, DType::kFloat32, {2}},
+                                        {"step", false, DType::kUInt8, {5}}}),
       StatusIs(StatusCode::kInvalidArgument,
                "item 'a': shape mismatch: checkpoint has [4, 8], state dict "
                "has [8, 4]; item 'b': dtype mismatch: checkpoint has float32, "

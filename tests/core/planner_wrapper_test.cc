@@ -131,9 +131,8 @@ TEST(PlannerWrapperTest, SaveWrapperForwardsEveryCall) {
   wrapper.ReleaseData(item);
 
   EXPECT_THAT(target.calls,
-              ElementsAre("SetUpPlanner", "CreateLocalPlan",
-                          "CreateGlobalPlan", "FinishPlan", "ResolveData w",
-                          "ReleaseData w"));
+              ElementsAre("SetUpPlanner", "CreateLocalPlan", "CreateGlobalPlan",
+                          "FinishPlan", "ResolveData w", "ReleaseData w"));
 }
 
 TEST(PlannerWrapperTest, LoadWrapperForwardsEveryCall) {
@@ -165,9 +164,9 @@ TEST(PlannerWrapperTest, LoadWrapperForwardsEveryCall) {
   EXPECT_EQ(target.committed_, &target.byte_);
 
   EXPECT_THAT(target.calls,
-              ElementsAre("SetUpPlanner", "CreateLocalPlan",
-                          "CreateGlobalPlan", "FinishPlan", "LoadBytes w abc",
-                          "ResolveTensor w", "CommitTensor w"));
+              ElementsAre("SetUpPlanner", "CreateLocalPlan", "CreateGlobalPlan",
+                          "FinishPlan", "LoadBytes w abc", "ResolveTensor w",
+                          "CommitTensor w"));
 }
 
 }  // namespace

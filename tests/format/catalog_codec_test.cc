@@ -192,8 +192,7 @@ TEST(StorageInfoCodecTest, RoundTripsConsistentValues) {
 // alignment, so a forged value may do this, and reading the elements in
 // place is undefined behaviour (UBSan: "load of misaligned address"; found
 // by catalog_fuzzer).
-std::string MisalignU64Vector(std::string value,
-                              flatbuffers::voffset_t field) {
+std::string MisalignU64Vector(std::string value, flatbuffers::voffset_t field) {
   const auto* table = flatbuffers::GetRoot<flatbuffers::Table>(value.data());
   const flatbuffers::voffset_t at = table->GetOptionalFieldOffset(field);
   EXPECT_NE(at, 0) << "field " << field << " is not set";
@@ -236,12 +235,13 @@ TEST(StorageInfoCodecTest, ReadsOffsetsAndSourceFilesOffTheirAlignment) {
 TEST(StorageInfoCodecTest, RejectsPiecesLargerThanAnyWriterWrites) {
   ASSERT_OK(DecodeStorageInfo(EncodeStorageInfo(
       Info(ItemKind::kTensor, 3 * kMaxPieceBytes, 3, kMaxPieceBytes))));
-  EXPECT_THAT(DecodeStorageInfo(EncodeStorageInfo(Info(
-                  ItemKind::kTensor, 4 * kMaxPieceBytes, 2, 2 * kMaxPieceBytes))),
-              StatusIs(StatusCode::kCorruption,
-                       "storage info: piece_bytes is 2147483648, more than "
-                       "any writer writes (1073741824): it is forged or "
-                       "damaged"));
+  EXPECT_THAT(
+      DecodeStorageInfo(EncodeStorageInfo(
+          Info(ItemKind::kTensor, 4 * kMaxPieceBytes, 2, 2 * kMaxPieceBytes))),
+      StatusIs(StatusCode::kCorruption,
+               "storage info: piece_bytes is 2147483648, more than "
+               "any writer writes (1073741824): it is forged or "
+               "damaged"));
 }
 
 TEST(StorageInfoCodecTest, RoundTripsStagingFile) {
@@ -302,7 +302,8 @@ TEST(StorageInfoCodecTest, RejectsUnknownKindAndFormatVersion) {
 // Version 1 (before pieces were bound to their keys) is still read, and
 // says so; encoding writes version 2.
 TEST(StorageInfoCodecTest, ReadsVersionOneAndWritesVersionTwo) {
-  ASSERT_OK_AND_ASSIGN(StorageInfo old, DecodeStorageInfo(RawStorageInfo(1, 1, 8, 2, 4)));
+  ASSERT_OK_AND_ASSIGN(StorageInfo old,
+                       DecodeStorageInfo(RawStorageInfo(1, 1, 8, 2, 4)));
   EXPECT_EQ(old.format_version, 1);
   ASSERT_OK_AND_ASSIGN(StorageInfo now,
                        DecodeStorageInfo(EncodeStorageInfo(old)));

@@ -59,9 +59,11 @@ TEST(MetadataLimitsTest, StorageEntriesMustFitToo) {
     m.storage_data[MetadataIndex("b" + std::to_string(i))] = "info";
   }
   const std::string value = EncodeMetadata(m);
-  ASSERT_OK(DecodeMetadata(value, {.stored_bytes = 100 * kMinStoredPieceBytes}));
-  EXPECT_THAT(DecodeMetadata(value, {.stored_bytes = 100 * kMinStoredPieceBytes - 1}),
-              StatusIs(StatusCode::kCorruption, HasSubstr("100 storage entries")));
+  ASSERT_OK(
+      DecodeMetadata(value, {.stored_bytes = 100 * kMinStoredPieceBytes}));
+  EXPECT_THAT(
+      DecodeMetadata(value, {.stored_bytes = 100 * kMinStoredPieceBytes - 1}),
+      StatusIs(StatusCode::kCorruption, HasSubstr("100 storage entries")));
 }
 
 // One chunk table referenced `refs` times from the tensor's chunk vector:
@@ -105,9 +107,11 @@ TEST(MetadataLimitsTest, SharedTablesAreRefusedBeforeDecoding) {
 // stored bytes could back, before the walk that counts them.
 TEST(MetadataLimitsTest, TheVerifierStopsAtTheTablesTheStoreCanBack) {
   const std::string value = SharedChunks(1 << 20);
-  EXPECT_THAT(DecodeMetadata(value, {.stored_bytes = 4096}),
-              StatusIs(StatusCode::kCorruption,
-                       HasSubstr("as many as the 4096 bytes the checkpoint holds can back")));
+  EXPECT_THAT(
+      DecodeMetadata(value, {.stored_bytes = 4096}),
+      StatusIs(StatusCode::kCorruption,
+               HasSubstr(
+                   "as many as the 4096 bytes the checkpoint holds can back")));
 }
 
 // A value that is not metadata at all says so, limit or no limit.

@@ -115,8 +115,9 @@ TEST_F(PieceCodecTest, APieceVerifiesOnlyUnderItsOwnKey) {
   EXPECT_THAT(DecodePiece(value, "b@0#00000000", &decode_buffer),
               StatusIs(StatusCode::kCorruption,
                        HasSubstr("or the piece was written for another key")));
-  EXPECT_THAT(DecodePiece(value, "w@0#00000001", &decode_buffer),
-              StatusIs(StatusCode::kCorruption, HasSubstr("checksum mismatch")));
+  EXPECT_THAT(
+      DecodePiece(value, "w@0#00000001", &decode_buffer),
+      StatusIs(StatusCode::kCorruption, HasSubstr("checksum mismatch")));
 }
 
 TEST_F(PieceCodecTest, DataPointsIntoTheValue) {
@@ -190,9 +191,8 @@ TEST_F(PieceCodecTest, ReusesItsBufferForSmallerPieces) {
       encoder_.Encode(BytesHeader(1 << 20), kKey,
                       [](uint8_t* p) { std::memset(p, 1, 1 << 20); });
   const char* big_end = big.data() + big.size();
-  const std::string_view small =
-      encoder_.Encode(BytesHeader(4), kKey,
-                      [](uint8_t* p) { std::memset(p, 2, 4); });
+  const std::string_view small = encoder_.Encode(
+      BytesHeader(4), kKey, [](uint8_t* p) { std::memset(p, 2, 4); });
   EXPECT_EQ(small.data() + small.size(), big_end);
   ASSERT_OK_AND_ASSIGN(DecodedPiece piece, Decode(small));
   EXPECT_EQ(DataOf(piece), std::string(4, '\2'));
@@ -259,8 +259,7 @@ TEST_F(PieceCodecTest, RejectsWrongIdentifier) {
 
 TEST_F(PieceCodecTest, RejectsGarbage) {
   EXPECT_THAT(Decode(""), StatusIs(StatusCode::kCorruption, ::testing::_));
-  EXPECT_THAT(Decode("RDCP"),
-              StatusIs(StatusCode::kCorruption, ::testing::_));
+  EXPECT_THAT(Decode("RDCP"), StatusIs(StatusCode::kCorruption, ::testing::_));
   EXPECT_THAT(Decode(std::string("\xff\xff\xff\x7fRDCP\0\0\0\0", 12)),
               StatusIs(StatusCode::kCorruption, HasSubstr("verification")));
 }
@@ -303,13 +302,13 @@ struct RawPiece {
     const std::string d = data.value_or("");
     flatbuffers::Offset<flatbuffers::Vector<uint32_t>> planes;
     if (plane_bytes) planes = fbb.CreateVector(*plane_bytes);
-    fbb.Finish(fb::CreateChunkPiece(
-                   fbb, format_version, static_cast<fb::ItemKind>(kind),
-                   static_cast<fb::DType>(dtype), offsets, sizes, piece,
-                   num_pieces, byte_offset, byte_length.value_or(d.size()),
-                   xxh3.value_or(Xxh3(d)), bytes,
-                   static_cast<fb::PieceCodec>(codec), planes, payload_xxh3),
-               kPieceIdentifier);
+    fbb.Finish(
+        fb::CreateChunkPiece(
+            fbb, format_version, static_cast<fb::ItemKind>(kind),
+            static_cast<fb::DType>(dtype), offsets, sizes, piece, num_pieces,
+            byte_offset, byte_length.value_or(d.size()), xxh3.value_or(Xxh3(d)),
+            bytes, static_cast<fb::PieceCodec>(codec), planes, payload_xxh3),
+        kPieceIdentifier);
     return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                        fbb.GetSize());
   }
@@ -333,15 +332,15 @@ TEST_P(PieceCodecRejectTest, ReturnsCorruptionNamingTheCheck) {
 
 TEST(PieceCodecCompatTest, VersionOnePiecesStillDecodeUnderAnyKey) {
   RawPiece v1;  // Format version 1, XXH3 with seed 0.
-  ASSERT_OK_AND_ASSIGN(
-      DecodedPiece piece,
-      DecodePiece(v1.Build(), "any#00000000", &decode_buffer));
+  ASSERT_OK_AND_ASSIGN(DecodedPiece piece,
+                       DecodePiece(v1.Build(), "any#00000000", &decode_buffer));
   EXPECT_EQ(piece.xxh3, Xxh3(std::string("01234567")));
   EXPECT_EQ(piece.format_version, kUnboundPieceFormatVersion);
   RawPiece v2 = v1;
   v2.format_version = 2;  // Now bound to a key, and to none of these.
-  EXPECT_THAT(DecodePiece(v2.Build(), "any#00000000", &decode_buffer),
-              StatusIs(StatusCode::kCorruption, HasSubstr("checksum mismatch")));
+  EXPECT_THAT(
+      DecodePiece(v2.Build(), "any#00000000", &decode_buffer),
+      StatusIs(StatusCode::kCorruption, HasSubstr("checksum mismatch")));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -435,7 +434,8 @@ class CompressedPieceTest : public PieceCodecTest {
     return std::string(compressing_.Encode(
         header, kKey,
         [&](uint8_t* out) {
-          if (!payload.empty()) std::memcpy(out, payload.data(), payload.size());
+          if (!payload.empty())
+            std::memcpy(out, payload.data(), payload.size());
         },
         payload_hash));
   }
@@ -459,7 +459,8 @@ TEST_F(CompressedPieceTest, RoundTripsWeightsSmallerThanTheyAre) {
                    value.data() + value.size());
 }
 
-TEST_F(CompressedPieceTest, AClaimOtherThanTheMetadatasIsRefusedBeforeDecoding) {
+TEST_F(CompressedPieceTest,
+       AClaimOtherThanTheMetadatasIsRefusedBeforeDecoding) {
   const std::string value = EncodeCompressed(Bf16Header(), Bf16Payload());
   const uint64_t length = Bf16Header().byte_length;
   ASSERT_OK(DecodePiece(value, kKey, &decode_buffer, length));
@@ -469,9 +470,9 @@ TEST_F(CompressedPieceTest, AClaimOtherThanTheMetadatasIsRefusedBeforeDecoding) 
     EXPECT_THAT(DecodePiece(value, kKey, &decode_buffer, expected),
                 StatusIs(StatusCode::kCorruption,
                          HasSubstr("header does not match the metadata "
-                                   "(byte_length " + std::to_string(length) +
-                                   ", expected " + std::to_string(expected) +
-                                   ")")));
+                                   "(byte_length " +
+                                   std::to_string(length) + ", expected " +
+                                   std::to_string(expected) + ")")));
   }
 }
 
@@ -561,7 +562,9 @@ class ForgedCompressedPieceRejectTest
 TEST_P(ForgedCompressedPieceRejectTest, ReturnsCorruptionNamingTheCheck) {
   RawPiece raw = CompressedRawPiece();
   GetParam().forge(raw);
-  if (raw.data) raw.xxh3 = Xxh3(raw.data->data(), raw.data->size(), Xxh3(kKey));  // Still right.
+  if (raw.data)
+    raw.xxh3 =
+        Xxh3(raw.data->data(), raw.data->size(), Xxh3(kKey));  // Still right.
   EXPECT_THAT(Decode(raw.Build()),
               StatusIs(StatusCode::kCorruption, HasSubstr(GetParam().message)));
 }
@@ -588,8 +591,7 @@ INSTANTIATE_TEST_SUITE_P(
                    },
                    "byte_length 8193 is not whole 2-byte elements"},
         ForgedCase{"PlaneSizesThatDoNotAddUp",
-                   [](RawPiece& p) { (*p.plane_bytes)[0] -= 1; },
-                   "add up to"},
+                   [](RawPiece& p) { (*p.plane_bytes)[0] -= 1; }, "add up to"},
         ForgedCase{"ClaimsMoreThanTheRatioAllows",
                    [](RawPiece& p) {
                      // 10 stored bytes for 1 MiB: a decompression bomb.

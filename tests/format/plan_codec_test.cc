@@ -631,8 +631,8 @@ TEST(StepOutcomeCodecTest, AcceptsTheRawDefaults) {
 }
 
 TEST(StepOutcomeCodecTest, RejectsUnknownStatusCode) {
-  for (int32_t code : {-1, static_cast<int32_t>(kLastStatusCode) + 1,
-                       INT32_MAX, INT32_MIN}) {
+  for (int32_t code :
+       {-1, static_cast<int32_t>(kLastStatusCode) + 1, INT32_MAX, INT32_MIN}) {
     EXPECT_THAT(DecodeStepOutcome(RawOutcome(code, "m", "")),
                 StatusIs(StatusCode::kCorruption,
                          HasSubstr("step outcome: unknown status code " +
@@ -729,8 +729,8 @@ struct CodecNames {
   }
 };
 
-using Codecs = ::testing::Types<SavePlanCodec, LoadPlanCodec,
-                                WriteResultsCodec, StepOutcomeCodec>;
+using Codecs = ::testing::Types<SavePlanCodec, LoadPlanCodec, WriteResultsCodec,
+                                StepOutcomeCodec>;
 TYPED_TEST_SUITE(CodecRobustnessTest, Codecs, CodecNames);
 
 TYPED_TEST(CodecRobustnessTest, RejectsEveryTruncation) {

@@ -119,9 +119,9 @@ fbs::Offset<fb::TensorStorageMetadata> Tensor_(fbs::FlatBufferBuilder& fbb,
                    .o;
   } else if (t.chunks && t.repeat_first_chunk > 0 && !t.chunks->empty()) {
     const auto one = Chunk_(fbb, t.chunks->front());
-    chunks = fbb.CreateVector(
-        std::vector<fbs::Offset<fb::ChunkStorageMetadata>>(t.repeat_first_chunk,
-                                                           one));
+    chunks =
+        fbb.CreateVector(std::vector<fbs::Offset<fb::ChunkStorageMetadata>>(
+            t.repeat_first_chunk, one));
   } else if (t.chunks) {
     std::vector<fbs::Offset<fb::ChunkStorageMetadata>> v;
     for (const FChunk& c : *t.chunks) v.push_back(Chunk_(fbb, c));
@@ -212,7 +212,8 @@ FMetadata ParseMetadata(std::string_view value) {
     f.load_id = ReadString(sm->load_id());
     if (sm->modules() != nullptr) {
       f.modules.emplace();
-      for (const fbs::String* s : *sm->modules()) f.modules->push_back(s->str());
+      for (const fbs::String* s : *sm->modules())
+        f.modules->push_back(s->str());
     }
     out.storage_meta = std::move(f);
   }
@@ -292,11 +293,10 @@ FInfo ParseInfo(std::string_view value) {
 std::string Encode(const FInfo& info) {
   fbs::FlatBufferBuilder fbb(128);
   const auto file = String_(fbb, info.file);
-  fbb.Finish(fb::CreateStorageInfo(fbb, info.format_version,
-                                   static_cast<fb::ItemKind>(info.kind),
-                                   info.length, info.num_pieces,
-                                   info.piece_bytes, file, {}, {}, {},
-                                   info.compressed),
+  fbb.Finish(fb::CreateStorageInfo(
+                 fbb, info.format_version, static_cast<fb::ItemKind>(info.kind),
+                 info.length, info.num_pieces, info.piece_bytes, file, {}, {},
+                 {}, info.compressed),
              "RDCS");
   return Finished(fbb);
 }
@@ -328,14 +328,15 @@ std::string Encode(const FCatalog& c) {
   fbs::FlatBufferBuilder fbb(256);
   const auto id = String_(fbb, c.checkpoint_id);
   const auto cf = String_(fbb, c.column_family);
-  const auto refs = c.referenced_column_families.empty()
-                        ? 0
-                        : fbb.CreateVectorOfStrings(c.referenced_column_families);
-  fbb.Finish(fb::CreateCatalogEntry(
-                 fbb, c.format_version, id, cf,
-                 static_cast<fb::CheckpointState>(c.state),
-                 c.created_unix_micros, c.total_bytes, c.num_items,
-                 c.world_size, c.metadata_xxh3, refs, c.referenced_bytes),
+  const auto refs =
+      c.referenced_column_families.empty()
+          ? 0
+          : fbb.CreateVectorOfStrings(c.referenced_column_families);
+  fbb.Finish(fb::CreateCatalogEntry(fbb, c.format_version, id, cf,
+                                    static_cast<fb::CheckpointState>(c.state),
+                                    c.created_unix_micros, c.total_bytes,
+                                    c.num_items, c.world_size, c.metadata_xxh3,
+                                    refs, c.referenced_bytes),
              "RDCC");
   return Finished(fbb);
 }
@@ -421,7 +422,8 @@ RawStore::RawStore(const std::string& path, bool compress)
   rocksdb::Status s = rocksdb::DB::ListColumnFamilies(options, path, &names);
   EXPECT_TRUE(s.ok()) << s.ToString();
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const std::string& name : names) descriptors.emplace_back(name, cf_options_);
+  for (const std::string& name : names)
+    descriptors.emplace_back(name, cf_options_);
   rocksdb::DB* db = nullptr;
   s = rocksdb::DB::Open(options, path, descriptors, &handles_, &db);
   EXPECT_TRUE(s.ok()) << s.ToString();

@@ -220,9 +220,9 @@ std::function<void(F&)> EditPiece(std::string key,
 
 // The victim's float16 'w' claiming to be [rows, cols], its one chunk in
 // pieces of `piece_bytes` (flagged compressed if `compressed` is given).
-std::function<void(F&)> ReshapeW(int64_t rows, int64_t cols,
-                                 uint64_t piece_bytes,
-                                 std::optional<bool> compressed = std::nullopt) {
+std::function<void(F&)> ReshapeW(
+    int64_t rows, int64_t cols, uint64_t piece_bytes,
+    std::optional<bool> compressed = std::nullopt) {
   return EditMetadata([=](F& f, FMetadata& m) {
     FTensor& t = m.Entry("w")->tensor;
     t.size = std::vector<int64_t>{rows, cols};
@@ -268,8 +268,7 @@ std::function<void(F&)> CompressPiece(std::string key,
 std::string ZeroFrame(size_t n) {
   const std::string zeros(n, '\0');
   std::string frame(ZSTD_compressBound(n), '\0');
-  frame.resize(
-      ZSTD_compress(frame.data(), frame.size(), zeros.data(), n, 1));
+  frame.resize(ZSTD_compress(frame.data(), frame.size(), zeros.data(), n, 1));
   return frame;
 }
 
@@ -362,15 +361,13 @@ std::vector<HostileCase> MakeCases() {
   c.push_back({"ref_wrong_hash", "piece",
                "piece 1 of 'w' references its piece with a hash other than "
                "the storage info's",
-               ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
-                 r.hash.low ^= 1;
-               }),
+               ForgeReference(
+                   "base", [](F&, Ref& r, Info&, Target&) { r.hash.low ^= 1; }),
                "dump=0 export=0 load=0 mirror=0"});
   c.push_back({"ref_wrong_size", "piece",
                "piece 1 of 'w' references its piece with one byte more",
-               ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
-                 ++r.byte_length;
-               }),
+               ForgeReference(
+                   "base", [](F&, Ref& r, Info&, Target&) { ++r.byte_length; }),
                "dump=0 export=0 load=0 mirror=0"});
   c.push_back({"ref_to_other_piece", "piece",
                "piece 1 of 'w' references column family 'base', which holds "
@@ -378,13 +375,13 @@ std::vector<HostileCase> MakeCases() {
                ForgeReference("base", [](F& f, Ref&, Info&, Target& t) {
                  t = f.Value(kW0);
                })});
-  c.push_back({"ref_names_other_column_family", "piece",
-               "piece 1 of 'w' references column family 'before' while the "
-               "storage info says 'base' holds it",
-               ForgeReference("base", [](F&, Ref& r, Info&, Target&) {
-                 r.column_family = "before";
-               }),
-               "dump=0 export=0 load=0 mirror=0"});
+  c.push_back(
+      {"ref_names_other_column_family", "piece",
+       "piece 1 of 'w' references column family 'before' while the "
+       "storage info says 'base' holds it",
+       ForgeReference("base", [](F&, Ref& r, Info&,
+                                 Target&) { r.column_family = "before"; }),
+       "dump=0 export=0 load=0 mirror=0"});
   // Issue #38: another checkpoint's column family holds a sound piece of
   // its own under the same key (same header, other bytes, its XXH3 bound
   // to the key): only the storage info's XXH3-128 tells the two apart.
@@ -422,8 +419,7 @@ std::vector<HostileCase> MakeCases() {
                "the victim's catalog entry is empty",
                [](F& f) { f.PutCatalogValue("victim", ""); }});
   c.push_back({"catalog_truncated", "catalog",
-               "the victim's catalog entry cut in half",
-               [](F& f) {
+               "the victim's catalog entry cut in half", [](F& f) {
                  const std::string v = f.CatalogValue();
                  f.PutCatalogValue("victim", v.substr(0, v.size() / 2));
                }});
@@ -438,43 +434,59 @@ std::vector<HostileCase> MakeCases() {
   // reads it (src/rocksdb/vetting_fs.h): the catalog can't be scanned, so
   // ls, verify, rm, keep-last and gc fail, naming the file (docs/errors.md
   // has the remedy, with ldb).
-  c.push_back({"catalog_entry_inflates_512mib", "catalog",
+  c.push_back({"catalog_entry_inflates_512mib",
+               "catalog",
                "the victim's catalog entry followed by 512 MiB of zeros, "
                "flushed zstd-compressed into a block of a few KiB",
                [](F& f) {
-                 f.PutCatalogValue("victim",
-                                   f.CatalogValue() + std::string(512 << 20, '\0'));
+                 f.PutCatalogValue(
+                     "victim", f.CatalogValue() + std::string(512 << 20, '\0'));
                },
-               "ls=F verify=F rm=F keep=F", "w", {"sst", "compress"},
-               /*compress=*/true, {}, {}, {}});
+               "ls=F verify=F rm=F keep=F",
+               "w",
+               {"sst", "compress"},
+               /*compress=*/true,
+               {},
+               {},
+               {}});
   c.push_back({"catalog_future_format_version", "catalog",
                "the victim's catalog entry has format_version 3",
                EditCatalog([](FCatalog& e) { e.format_version = 3; })});
   c.push_back({"catalog_unknown_state", "catalog",
                "the victim's catalog entry has state 9",
                EditCatalog([](FCatalog& e) { e.state = 9; })});
-  c.push_back({"catalog_names_other_id", "catalog",
+  c.push_back({"catalog_names_other_id",
+               "catalog",
                "the victim's catalog entry says it is checkpoint 'after'",
                EditCatalog([](FCatalog& e) { e.checkpoint_id = "after"; }),
-               "", "w", {"after"}});
+               "",
+               "w",
+               {"after"}});
   c.push_back({"catalog_no_column_family", "catalog",
                "the victim's catalog entry names no column family",
                EditCatalog([](FCatalog& e) { e.column_family.reset(); })});
   // Decodes; only the column family is missing.
-  c.push_back({"catalog_missing_column_family", "catalog",
+  c.push_back({"catalog_missing_column_family",
+               "catalog",
                "the victim's catalog entry names column family 'no-such-cf'",
                EditCatalog([](FCatalog& e) { e.column_family = "no-such-cf"; }),
-               "ls=0 gc=0", "w", {"no-such-cf"}});
+               "ls=0 gc=0",
+               "w",
+               {"no-such-cf"}});
   // rm may refuse or delete the entry alone, but must not touch the
   // catalog's own column family.
-  c.push_back({"catalog_names_default_cf", "catalog",
+  c.push_back({"catalog_names_default_cf",
+               "catalog",
                "the victim's catalog entry names the 'default' column family "
                "(the catalog)",
                EditCatalog([](FCatalog& e) { e.column_family = "default"; }),
-               "ls=0 rm=* gc=0", "w", {"default"}});
+               "ls=0 rm=* gc=0",
+               "w",
+               {"default"}});
   // Issue #6: two ids, one column family. The victim reads as a copy of
   // 'before'; deleting either would destroy the other.
-  c.push_back({"catalog_alias_before_cf", "catalog",
+  c.push_back({"catalog_alias_before_cf",
+               "catalog",
                "the victim's catalog entry names 'before''s column family, "
                "with 'before''s metadata checksum",
                [](F& f) {
@@ -484,13 +496,20 @@ std::vector<HostileCase> MakeCases() {
                  e.metadata_xxh3 = before.metadata_xxh3;
                  f.PutCatalog(e);
                },
-               "ls=0 info=* export=* mirror=* rm=F keep=* gc=0", "w",
-               {"before"}, false, {"after"}, {"after"}, {"after"}});
-  c.push_back({"catalog_twin_entry", "catalog",
+               "ls=0 info=* export=* mirror=* rm=F keep=* gc=0",
+               "w",
+               {"before"},
+               false,
+               {"after"},
+               {"after"},
+               {"after"}});
+  c.push_back({"catalog_twin_entry",
+               "catalog",
                "a second id, 'twin', names the victim's column family",
                AddCatalogEntry("twin", "victim"),
                "ls=0 info=0 dump=0 export=0 load=0 mirror=0 rm=F keep=* gc=0",
-               "w", {"twin"}});
+               "w",
+               {"twin"}});
   c.push_back({"catalog_absurd_numbers", "catalog",
                "the victim's catalog entry: 2^64-1 bytes and items, world "
                "size -2^31, created at -2^63 us",
@@ -502,37 +521,53 @@ std::vector<HostileCase> MakeCases() {
                }),
                "ls=0 info=0 dump=0 export=0 load=0 mirror=0 gc=0"});
   // Harmless: the newest by its created time, so keep-last 1 keeps it.
-  c.push_back({"catalog_created_far_future", "harmless",
-               "the victim's catalog entry was created at 2^63-1 us",
-               EditCatalog([](FCatalog& e) { e.created_unix_micros = kI64Max; }),
-               "", "w", {}, false, {"before", "after"}, {"victim"}});
+  c.push_back(
+      {"catalog_created_far_future",
+       "harmless",
+       "the victim's catalog entry was created at 2^63-1 us",
+       EditCatalog([](FCatalog& e) { e.created_unix_micros = kI64Max; }),
+       "",
+       "w",
+       {},
+       false,
+       {"before", "after"},
+       {"victim"}});
   c.push_back({"catalog_metadata_checksum_wrong", "metadata",
                "the victim's catalog entry records another metadata checksum",
                EditCatalog([](FCatalog& e) { e.metadata_xxh3 ^= 1; })});
-  c.push_back({"catalog_key_control_char_id", "catalog",
+  c.push_back({"catalog_key_control_char_id",
+               "catalog",
                "an entry under key 'checkpoint/bad\\x01id' (an invalid id), "
                "naming a column family that does not exist",
                AddCatalogEntry("bad\x01id", "ghost"),
-               "info=0 dump=0 export=0 load=0 mirror=0 gc=*", "w",
+               "info=0 dump=0 export=0 load=0 mirror=0 gc=*",
+               "w",
                {"bad", "ghost"}});
-  c.push_back({"catalog_key_empty_id", "catalog",
+  c.push_back({"catalog_key_empty_id",
+               "catalog",
                "a garbage value under key 'checkpoint/' (an empty id)",
                [](F& f) { f.PutCatalogValue("", Garbage(40, 2)); },
-               "info=0 dump=0 export=0 load=0 mirror=0 gc=*", "w",
+               "info=0 dump=0 export=0 load=0 mirror=0 gc=*",
+               "w",
                {"checkpoint/", "''"}});
-  c.push_back({"catalog_key_default_id", "catalog",
+  c.push_back({"catalog_key_default_id",
+               "catalog",
                "an entry for id 'default' (reserved) naming the 'default' "
                "column family",
                AddCatalogEntry("default", "default"),
-               "info=0 dump=0 export=0 load=0 mirror=0 gc=*", "w",
+               "info=0 dump=0 export=0 load=0 mirror=0 gc=*",
+               "w",
                {"default"}});
-  c.push_back({"catalog_huge_id", "catalog",
+  c.push_back({"catalog_huge_id",
+               "catalog",
                "an entry whose id (and key) is 100,000 bytes, naming a column "
                "family that does not exist",
                AddCatalogEntry(std::string(100000, 'x'), "ghost"),
-               "info=0 dump=0 export=0 load=0 mirror=0 gc=*", "w",
+               "info=0 dump=0 export=0 load=0 mirror=0 gc=*",
+               "w",
                {"xxxxxxxx", "ghost"}});
-  c.push_back({"catalog_5000_aliases", "catalog",
+  c.push_back({"catalog_5000_aliases",
+               "catalog",
                "5000 more ids, each naming the victim's column family",
                [](F& f) {
                  FCatalog e = f.Catalog();
@@ -543,11 +578,11 @@ std::vector<HostileCase> MakeCases() {
                  }
                },
                "ls=0 info=0 dump=0 export=0 load=0 mirror=0 rm=F keep=* gc=0",
-               "w", {"alias-"}});
+               "w",
+               {"alias-"}});
   c.push_back({"catalog_victim_cf_dropped", "catalog",
                "the victim's column family is dropped; its entry remains",
-               [](F& f) { f.raw().DropColumnFamily("victim"); },
-               "ls=0 gc=0"});
+               [](F& f) { f.raw().DropColumnFamily("victim"); }, "ls=0 gc=0"});
 
   // ================= The metadata =================
   c.push_back({"metadata_garbage", "metadata",
@@ -558,15 +593,13 @@ std::vector<HostileCase> MakeCases() {
                [](F& f) { f.PutMetadataValue(Garbage(2000, 4), false); }});
   c.push_back({"metadata_empty_value", "metadata", "__metadata__ is empty",
                [](F& f) { f.PutMetadataValue(""); }});
-  c.push_back({"metadata_truncated", "metadata",
-               "__metadata__ cut in half",
-               [](F& f) {
-                 const std::string v = f.MetadataValue();
-                 f.PutMetadataValue(v.substr(0, v.size() / 2));
-               }});
+  c.push_back(
+      {"metadata_truncated", "metadata", "__metadata__ cut in half", [](F& f) {
+         const std::string v = f.MetadataValue();
+         f.PutMetadataValue(v.substr(0, v.size() / 2));
+       }});
   c.push_back({"metadata_wrong_identifier", "metadata",
-               "__metadata__ carries a piece's identifier",
-               [](F& f) {
+               "__metadata__ carries a piece's identifier", [](F& f) {
                  f.PutMetadataValue(WithIdentifier(f.MetadataValue(), "RDCP"));
                }});
   c.push_back({"metadata_is_catalog_entry", "metadata",
@@ -580,7 +613,8 @@ std::vector<HostileCase> MakeCases() {
   // writes (issue #38), so its storage info is refused alone: info lists
   // the item without a size, a dump of another item works, verify and the
   // loads of the whole checkpoint fail.
-  c.push_back({"metadata_bytes_64gib_one_piece", "metadata",
+  c.push_back({"metadata_bytes_64gib_one_piece",
+               "metadata",
                "byte item 'opt' claims 64 GiB in one piece",
                EditInfo("opt", std::nullopt,
                         [](FInfo& i) {
@@ -588,7 +622,9 @@ std::vector<HostileCase> MakeCases() {
                           i.piece_bytes = 64 * kGiB;
                           i.num_pieces = 1;
                         }),
-               "info=0 dump=0", "w", {"opt"}});
+               "info=0 dump=0",
+               "w",
+               {"opt"}});
   // Byte item 'opt' claiming 64 GiB in 16,777,216 pieces of 4 KiB.
   auto claim_64gib = [](bool compressed) {
     return EditInfo("opt", std::nullopt, [compressed](FInfo& i) {
@@ -598,28 +634,41 @@ std::vector<HostileCase> MakeCases() {
       i.compressed = compressed;
     });
   };
-  c.push_back({"metadata_bytes_64gib_small_pieces", "metadata",
+  c.push_back({"metadata_bytes_64gib_small_pieces",
+               "metadata",
                "byte item 'opt' claims 64 GiB in 16,777,216 pieces of 4 KiB",
-               claim_64gib(false), "info=1 dump=1", "w", {"opt"}});
-  c.push_back({"metadata_compressed_bytes_64gib", "metadata",
+               claim_64gib(false),
+               "info=1 dump=1",
+               "w",
+               {"opt"}});
+  c.push_back({"metadata_compressed_bytes_64gib",
+               "metadata",
                "byte item 'opt' claims 64 GiB in pieces of 4 KiB, flagged "
                "compressed (so 2 MiB stored at the least)",
-               claim_64gib(true), "info=1 dump=1", "w", {"opt"}});
+               claim_64gib(true),
+               "info=1 dump=1",
+               "w",
+               {"opt"}});
   // Issue #38: the metadata in a compressed block of a few KiB that claims
   // 512 MiB. Checkpoint data is stored uncompressed: the block is refused
   // as it is read, before RocksDB decompresses it.
-  c.push_back({"metadata_inflates_512mib", "metadata",
+  c.push_back({"metadata_inflates_512mib",
+               "metadata",
                "__metadata__ followed by 512 MiB of zeros, flushed "
                "zstd-compressed into a block of a few KiB",
                [](F& f) {
                  f.PutMetadataValue(f.MetadataValue() +
                                     std::string(512 << 20, '\0'));
                },
-               "", "w", {"sst", "compress"}, /*compress=*/true});
+               "",
+               "w",
+               {"sst", "compress"},
+               /*compress=*/true});
   // Issue #38: one compressed piece that claims 2 GiB, twice what any
   // writer writes, its zstd frame of 2 GiB of zeros stored (about 64 KiB):
   // refused from the storage info, before any piece is read.
-  c.push_back({"metadata_bytes_2gib_compressed_piece", "metadata",
+  c.push_back({"metadata_bytes_2gib_compressed_piece",
+               "metadata",
                "byte item 'opt' claims 2 GiB in one compressed piece, whose "
                "stored bytes are a zstd frame of 2 GiB of zeros",
                [](F& f) {
@@ -640,14 +689,17 @@ std::vector<HostileCase> MakeCases() {
                    p.Rehash(kOpt0);
                  })(f);
                },
-               "info=0 dump=0", "w", {"opt"}});
+               "info=0 dump=0",
+               "w",
+               {"opt"}});
   c.push_back({"metadata_tensor_2gib_compressed_piece", "metadata",
                "tensor 'w' claims to be float16 [32768, 32768] in one "
                "compressed piece of 2 GiB",
                ReshapeW(32768, 32768, 2 * kGiB, /*compressed=*/true),
                "info=0"});
   // Issue #3: work bounded by what is stored, not by what is claimed.
-  c.push_back({"metadata_bytes_4g_pieces", "metadata",
+  c.push_back({"metadata_bytes_4g_pieces",
+               "metadata",
                "byte item 'opt' claims 2^32-1 pieces of 1 byte",
                EditInfo("opt", std::nullopt,
                         [](FInfo& i) {
@@ -655,40 +707,49 @@ std::vector<HostileCase> MakeCases() {
                           i.piece_bytes = 1;
                           i.num_pieces = 0xffffffffu;
                         }),
-               "info=1 dump=1", "w", {"opt"}});
-  c.push_back({"metadata_tensor_2g_pieces", "metadata",
-               "tensor 'w' claims to be float16 [65536, 65535] in 2^31 pieces of "
-               "4 bytes",
-               ReshapeW(65536, 65535, 4), "info=1"});
-  c.push_back({"metadata_10m_chunks", "metadata",
-               "0-d tensor 's' has 10,000,000 chunks (one word repeated, "
-               "compressed to a few KiB)",
-               EditTensor("s",
-                          [](FTensor& t) {
-                            t.periodic_zero_d_chunks = 10'000'000;
-                          }),
-               "info=* dump=*", "w", {"'s'", "\"s\""}, /*compress=*/true});
-  c.push_back({"metadata_200k_chunk_refs", "metadata",
-               "tensor 'w''s chunk vector references its one chunk table "
-               "200,000 times",
-               EditTensor("w",
-                          [](FTensor& t) { t.repeat_first_chunk = 200000; }),
-               "info=*"});
-  c.push_back({"metadata_100k_entry_refs", "metadata",
-               "the state_dict vector references the entry of 'b' 100,000 "
-               "times",
-               EditMetadata([](F&, FMetadata& m) {
-                 m.repeat_first_entry = 100000;
-               }),
-               "", "w", {"'b'", "\"b\""}});
+               "info=1 dump=1",
+               "w",
+               {"opt"}});
+  c.push_back(
+      {"metadata_tensor_2g_pieces", "metadata",
+       "tensor 'w' claims to be float16 [65536, 65535] in 2^31 pieces of "
+       "4 bytes",
+       ReshapeW(65536, 65535, 4), "info=1"});
+  c.push_back(
+      {"metadata_10m_chunks",
+       "metadata",
+       "0-d tensor 's' has 10,000,000 chunks (one word repeated, "
+       "compressed to a few KiB)",
+       EditTensor("s",
+                  [](FTensor& t) { t.periodic_zero_d_chunks = 10'000'000; }),
+       "info=* dump=*",
+       "w",
+       {"'s'", "\"s\""},
+       /*compress=*/true});
+  c.push_back(
+      {"metadata_200k_chunk_refs", "metadata",
+       "tensor 'w''s chunk vector references its one chunk table "
+       "200,000 times",
+       EditTensor("w", [](FTensor& t) { t.repeat_first_chunk = 200000; }),
+       "info=*"});
+  c.push_back(
+      {"metadata_100k_entry_refs",
+       "metadata",
+       "the state_dict vector references the entry of 'b' 100,000 "
+       "times",
+       EditMetadata([](F&, FMetadata& m) { m.repeat_first_entry = 100000; }),
+       "",
+       "w",
+       {"'b'", "\"b\""}});
   // Issue #4: whatever Load refuses, verify reports.
-  c.push_back({"metadata_overlapping_chunks", "metadata",
+  c.push_back({"metadata_overlapping_chunks",
+               "metadata",
                "tensor 'sharded' gets a third chunk, rows 2-5, overlapping "
                "both others (with its storage entry and a piece)",
                EditMetadata([](F& f, FMetadata& m) {
                  FTensor& t = m.Entry("sharded")->tensor;
-                 t.chunks->push_back({std::vector<int64_t>{2, 0},
-                                      std::vector<int64_t>{4, 16}});
+                 t.chunks->push_back(
+                     {std::vector<int64_t>{2, 0}, std::vector<int64_t>{4, 16}});
                  FStorage s = *m.Storage("sharded", kSh40);
                  s.index.offset = std::vector<int64_t>{2, 0};
                  s.index.index = 2;
@@ -698,8 +759,11 @@ std::vector<HostileCase> MakeCases() {
                  p.Rehash("sharded@2,0#00000000");
                  f.PutPiece("sharded@2,0#00000000", p);
                }),
-               "info=0", "sharded", {"sharded"}});
-  c.push_back({"metadata_chunk_hole", "metadata",
+               "info=0",
+               "sharded",
+               {"sharded"}});
+  c.push_back({"metadata_chunk_hole",
+               "metadata",
                "tensor 'sharded''s second chunk shrinks to rows 4-6, leaving "
                "row 7 in no chunk (storage and piece shrunk to match)",
                EditMetadata([](F& f, FMetadata& m) {
@@ -715,32 +779,44 @@ std::vector<HostileCase> MakeCases() {
                  p.Rehash(kSh4);
                  f.PutPiece(kSh4, p);
                }),
-               "info=0", "sharded", {"sharded"}});
-  c.push_back({"metadata_chunk_outside_tensor", "metadata",
+               "info=0",
+               "sharded",
+               {"sharded"}});
+  c.push_back({"metadata_chunk_outside_tensor",
+               "metadata",
                "tensor 'sharded''s second chunk starts at row 6 of 8, with 4 "
                "rows",
                EditTensor("sharded",
                           [](FTensor& t) {
                             (*t.chunks)[1].offsets = std::vector<int64_t>{6, 0};
                           }),
-               "", "sharded", {"sharded"}});
-  c.push_back({"metadata_chunk_no_storage", "metadata",
+               "",
+               "sharded",
+               {"sharded"}});
+  c.push_back({"metadata_chunk_no_storage",
+               "metadata",
                "tensor 'sharded''s second chunk has no storage entry",
                EditMetadata([](F&, FMetadata& m) {
                  std::erase_if(*m.storage, [](const FStorage& s) {
                    return s.index.fqn == "sharded" && s.index.offset == kSh40;
                  });
                }),
-               "info=0", "sharded", {"sharded"}});
-  c.push_back({"metadata_bytes_no_storage", "metadata",
+               "info=0",
+               "sharded",
+               {"sharded"}});
+  c.push_back({"metadata_bytes_no_storage",
+               "metadata",
                "byte item 'opt' has no storage entry",
                EditMetadata([](F&, FMetadata& m) {
                  std::erase_if(*m.storage, [](const FStorage& s) {
                    return s.index.fqn == "opt";
                  });
                }),
-               "info=0 dump=0", "w", {"opt"}});
-  c.push_back({"metadata_storage_without_item", "metadata",
+               "info=0 dump=0",
+               "w",
+               {"opt"}});
+  c.push_back({"metadata_storage_without_item",
+               "metadata",
                "a storage entry for byte item 'ghost', which the state dict "
                "lacks and no key holds",
                EditMetadata([](F& f, FMetadata& m) {
@@ -752,29 +828,34 @@ std::vector<HostileCase> MakeCases() {
                  s.info = Encode(i);
                  m.storage->push_back(s);
                }),
-               "info=0 dump=0 export=0 load=0 mirror=0", "w", {"ghost"}});
-  c.push_back({"metadata_dtype_unknown", "metadata",
-               "tensor 'w' has dtype 200",
+               "info=0 dump=0 export=0 load=0 mirror=0",
+               "w",
+               {"ghost"}});
+  c.push_back({"metadata_dtype_unknown", "metadata", "tensor 'w' has dtype 200",
                EditTensor("w", [](FTensor& t) { t.dtype = 200; })});
-  c.push_back({"metadata_dtype_wider", "metadata",
+  c.push_back({"metadata_dtype_wider",
+               "metadata",
                "tensor 'b' says float64; its storage and piece say 400 bytes "
                "of float32",
                EditTensor("b", [](FTensor& t) { t.dtype = 1; }),
-               "info=0", "b", {"'b", "\"b"}});
-  c.push_back({"metadata_dtype_same_width", "metadata",
+               "info=0",
+               "b",
+               {"'b", "\"b"}});
+  c.push_back({"metadata_dtype_same_width",
+               "metadata",
                "tensor 'b' says int32; its piece says float32",
                EditTensor("b", [](FTensor& t) { t.dtype = 11; }),
-               "info=0", "b", {"'b", "\"b"}});
-  c.push_back({"metadata_shape_overflow", "metadata",
-               "tensor 'w' is [2^62, 2^62] (and so is its chunk)",
-               EditTensor("w",
-                          [](FTensor& t) {
-                            t.size = std::vector<int64_t>{int64_t{1} << 62,
-                                                          int64_t{1} << 62};
-                            (*t.chunks)[0].sizes = t.size;
-                          })});
-  c.push_back({"metadata_shape_negative", "metadata",
-               "tensor 'w' is [-1, 100]",
+               "info=0",
+               "b",
+               {"'b", "\"b"}});
+  c.push_back(
+      {"metadata_shape_overflow", "metadata",
+       "tensor 'w' is [2^62, 2^62] (and so is its chunk)",
+       EditTensor("w", [](FTensor& t) {
+         t.size = std::vector<int64_t>{int64_t{1} << 62, int64_t{1} << 62};
+         (*t.chunks)[0].sizes = t.size;
+       })});
+  c.push_back({"metadata_shape_negative", "metadata", "tensor 'w' is [-1, 100]",
                EditTensor("w", [](FTensor& t) {
                  t.size = std::vector<int64_t>{-1, 100};
                })});
@@ -793,19 +874,19 @@ std::vector<HostileCase> MakeCases() {
                  s->info = Encode(i);
                }),
                "info=*"});
-  c.push_back({"metadata_negative_storage_offset", "metadata",
-               "the storage index of 'w' is at [-1, 0]",
-               EditMetadata([](F&, FMetadata& m) {
-                 m.Storage("w", kW00)->index.offset =
-                     std::vector<int64_t>{-1, 0};
-               })});
-  c.push_back({"metadata_huge_storage_offset", "metadata",
-               "the storage index of 'w' is at [2^63-1, 0]",
-               EditMetadata([](F&, FMetadata& m) {
-                 m.Storage("w", kW00)->index.offset =
-                     std::vector<int64_t>{kI64Max, 0};
-               }),
-               "info=0"});
+  c.push_back(
+      {"metadata_negative_storage_offset", "metadata",
+       "the storage index of 'w' is at [-1, 0]",
+       EditMetadata([](F&, FMetadata& m) {
+         m.Storage("w", kW00)->index.offset = std::vector<int64_t>{-1, 0};
+       })});
+  c.push_back(
+      {"metadata_huge_storage_offset", "metadata",
+       "the storage index of 'w' is at [2^63-1, 0]",
+       EditMetadata([](F&, FMetadata& m) {
+         m.Storage("w", kW00)->index.offset = std::vector<int64_t>{kI64Max, 0};
+       }),
+       "info=0"});
   c.push_back({"metadata_index_hints_bogus", "harmless",
                "storage index hints 2^31-1 (w) and -7 (b): hints only",
                EditMetadata([](F&, FMetadata& m) {
@@ -828,13 +909,12 @@ std::vector<HostileCase> MakeCases() {
                EditMetadata([](F&, FMetadata& m) {
                  m.planner_data = Garbage(700000, 5);
                })});
-  c.push_back({"metadata_60k_modules", "harmless",
-               "storage_meta lists 60,000 modules",
-               EditMetadata([](F&, FMetadata& m) {
-                 if (!m.storage_meta) m.storage_meta.emplace();
-                 m.storage_meta->modules =
-                     std::vector<std::string>(60000, "mod");
-               })});
+  c.push_back(
+      {"metadata_60k_modules", "harmless", "storage_meta lists 60,000 modules",
+       EditMetadata([](F&, FMetadata& m) {
+         if (!m.storage_meta) m.storage_meta.emplace();
+         m.storage_meta->modules = std::vector<std::string>(60000, "mod");
+       })});
   c.push_back({"metadata_storage_info_garbage", "metadata",
                "the StorageInfo of 'w' is 40 random bytes",
                EditMetadata([](F&, FMetadata& m) {
@@ -847,8 +927,7 @@ std::vector<HostileCase> MakeCases() {
                "info=0"});
   c.push_back({"metadata_storage_info_kind_bytes", "metadata",
                "the StorageInfo of tensor 'w' says bytes",
-               EditInfo("w", kW00, [](FInfo& i) { i.kind = 1; }),
-               "info=0"});
+               EditInfo("w", kW00, [](FInfo& i) { i.kind = 1; }), "info=0"});
   c.push_back({"metadata_storage_info_odd_piece_bytes", "metadata",
                "the StorageInfo of float16 'w' has pieces of 4095 bytes",
                EditInfo("w", kW00, [](FInfo& i) { i.piece_bytes = 4095; }),
@@ -857,14 +936,17 @@ std::vector<HostileCase> MakeCases() {
                "the StorageInfo of 'w' has format_version 3",
                EditInfo("w", kW00, [](FInfo& i) { i.format_version = 3; }),
                "info=0"});
-  c.push_back({"metadata_fqn_control_chars", "metadata",
+  c.push_back({"metadata_fqn_control_chars",
+               "metadata",
                "tensor 'b' renamed 'b\\n\\x1b[31mred' (state dict and "
                "storage; the pieces keep their keys)",
                EditMetadata([](F&, FMetadata& m) {
                  m.Entry("b")->fqn = "b\n\x1b[31mred";
                  m.Storage("b", kAt0)->index.fqn = "b\n\x1b[31mred";
                }),
-               "info=0 dump=0", "w", {"red"}});
+               "info=0 dump=0",
+               "w",
+               {"red"}});
   c.push_back({"metadata_duplicate_fqn", "metadata",
                "two state dict entries named 'w'",
                EditMetadata([](F&, FMetadata& m) {
@@ -875,11 +957,9 @@ std::vector<HostileCase> MakeCases() {
                EditMetadata([](F&, FMetadata& m) {
                  m.Entry("w")->table = FEntry::Table::kBytes;
                })});
-  c.push_back({"metadata_union_unknown_type", "metadata",
-               "entry 'w' has union type 9",
-               EditMetadata([](F&, FMetadata& m) {
-                 m.Entry("w")->value_type = 9;
-               })});
+  c.push_back(
+      {"metadata_union_unknown_type", "metadata", "entry 'w' has union type 9",
+       EditMetadata([](F&, FMetadata& m) { m.Entry("w")->value_type = 9; })});
   c.push_back({"metadata_no_state_dict", "metadata",
                "the metadata has no state_dict (storage entries remain)",
                EditMetadata([](F&, FMetadata& m) { m.state_dict.reset(); }),
@@ -887,7 +967,8 @@ std::vector<HostileCase> MakeCases() {
 
   // ================= The pieces =================
   // Issue #5: a piece must belong to its item.
-  c.push_back({"piece_swap_same_size", "piece",
+  c.push_back({"piece_swap_same_size",
+               "piece",
                "the pieces of 'b' and 'b2' (same size, same header) swapped, "
                "each checksum valid",
                [](F& f) {
@@ -895,10 +976,13 @@ std::vector<HostileCase> MakeCases() {
                  f.PutValue(kB0, f.Value(kB20));
                  f.PutValue(kB20, b);
                },
-               "", "b", {"'b", "\"b"}});
+               "",
+               "b",
+               {"'b", "\"b"}});
   // The binding of version 2 pieces, undone: version 1 pieces (seed 0)
   // still load, and nothing says this checkpoint was written with 2.
-  c.push_back({"piece_swap_downgraded_to_v1", "piece",
+  c.push_back({"piece_swap_downgraded_to_v1",
+               "piece",
                "the pieces of 'b' and 'b2' swapped and rewritten as format "
                "version 1, whose checksums are bound to no key",
                [](F& f) {
@@ -911,10 +995,11 @@ std::vector<HostileCase> MakeCases() {
                  f.PutPiece(kB0, b2);
                  f.PutPiece(kB20, b);
                },
-               "", "b", {"'b", "\"b"}});
+               "",
+               "b",
+               {"'b", "\"b"}});
   c.push_back({"piece_swap_across_items", "piece",
-               "piece 1 of 'w' and piece 0 of 'opt' swapped",
-               [](F& f) {
+               "piece 1 of 'w' and piece 0 of 'opt' swapped", [](F& f) {
                  const std::string w = f.Value(kW1);
                  f.PutValue(kW1, f.Value(kOpt0));
                  f.PutValue(kOpt0, w);
@@ -931,27 +1016,30 @@ std::vector<HostileCase> MakeCases() {
   c.push_back({"piece_wrong_dtype", "piece",
                "piece 0 of float16 'w' says bfloat16",
                EditPiece(kW0, [](FPiece& p) { p.dtype = 4; })});
-  c.push_back({"piece_wrong_chunk", "piece",
+  c.push_back({"piece_wrong_chunk",
+               "piece",
                "the piece of 'sharded''s second chunk says it is the first",
                EditPiece(kSh4,
                          [](FPiece& p) {
                            p.chunk_offsets = std::vector<int64_t>{0, 0};
                          }),
-               "", "sharded", {"sharded"}});
+               "",
+               "sharded",
+               {"sharded"}});
   c.push_back({"piece_huge_byte_length", "piece",
                "piece 2 of 'w' says it holds 2^63 bytes",
                EditPiece(kW2, [](FPiece& p) { p.byte_length = 1ull << 63; })});
-  c.push_back({"piece_huge_byte_offset", "piece",
-               "piece 2 of 'w' says it starts at byte 2^64-11",
-               EditPiece(kW2, [](FPiece& p) { p.byte_offset = kU64Max - 10; })});
+  c.push_back(
+      {"piece_huge_byte_offset", "piece",
+       "piece 2 of 'w' says it starts at byte 2^64-11",
+       EditPiece(kW2, [](FPiece& p) { p.byte_offset = kU64Max - 10; })});
   c.push_back({"piece_truncated", "piece", "piece 1 of 'w' cut in half",
                EditValue(kW1, [](const std::string& v) {
                  return v.substr(0, v.size() / 2);
                })});
   c.push_back({"piece_empty_value", "piece", "piece 1 of 'w' is empty",
                [](F& f) { f.PutValue(kW1, ""); }});
-  c.push_back({"piece_garbage", "piece",
-               "piece 1 of 'w' is 4200 random bytes",
+  c.push_back({"piece_garbage", "piece", "piece 1 of 'w' is 4200 random bytes",
                [](F& f) { f.PutValue(kW1, Garbage(4200, 7)); }});
   c.push_back({"piece_wrong_identifier", "piece",
                "piece 1 of 'w' carries the metadata's identifier",
@@ -993,24 +1081,29 @@ std::vector<HostileCase> MakeCases() {
                "piece 1 of 'w' compressed, its plane sizes one byte short of "
                "what it stores",
                CompressPiece(kW1, [](FPiece& p) { --(*p.plane_bytes)[0]; })});
-  c.push_back({"piece_compressed_three_planes", "piece",
-               "piece 1 of float16 'w' compressed in three planes",
-               CompressPiece(kW1, [](FPiece& p) {
-                 p.plane_bytes->push_back(0);
-               })});
-  c.push_back({"piece_kind_tensor", "piece",
+  c.push_back(
+      {"piece_compressed_three_planes", "piece",
+       "piece 1 of float16 'w' compressed in three planes",
+       CompressPiece(kW1, [](FPiece& p) { p.plane_bytes->push_back(0); })});
+  c.push_back({"piece_kind_tensor",
+               "piece",
                "piece 0 of byte item 'opt' says it is a tensor's",
                EditPiece(kOpt0, [](FPiece& p) { p.kind = 0; }),
-               "dump=0", "w", {"opt"}});
+               "dump=0",
+               "w",
+               {"opt"}});
   c.push_back({"piece_missing", "piece", "piece 1 of 'w' is deleted",
                [](F& f) { f.Delete(kW1); }});
-  c.push_back({"piece_missing_bytes_item", "piece",
+  c.push_back({"piece_missing_bytes_item",
+               "piece",
                "both pieces of 'opt' are deleted",
                [](F& f) {
                  f.Delete(kOpt0);
                  f.Delete(kOpt1);
                },
-               "dump=0", "w", {"opt"}});
+               "dump=0",
+               "w",
+               {"opt"}});
   // Nothing lists it, so nothing reads it; verify may say so.
   c.push_back({"piece_extra_after_last", "harmless",
                "an extra piece 3 of 'w' (which has 3), well formed",
@@ -1024,21 +1117,20 @@ std::vector<HostileCase> MakeCases() {
   c.push_back({"piece_data_longer", "piece",
                "piece 2 of 'w' holds 8000 bytes, its header and checksum "
                "agreeing",
-               EditPiece(kW2,
-                         [](FPiece& p) {
-                           p.data->resize(8000, 'x');
-                           p.byte_length = 8000;
-                           p.Rehash(kW2);
-                         })});
+               EditPiece(kW2, [](FPiece& p) {
+                 p.data->resize(8000, 'x');
+                 p.byte_length = 8000;
+                 p.Rehash(kW2);
+               })});
   c.push_back({"piece_oversized_700k", "piece",
                "piece 0 of 'w' holds 700 KB, its header and checksum agreeing",
-               EditPiece(kW0,
-                         [](FPiece& p) {
-                           *p.data = Garbage(700000, 8);
-                           p.byte_length = 700000;
-                           p.Rehash(kW0);
-                         })});
-  c.push_back({"piece_empty_tensor_with_data", "piece",
+               EditPiece(kW0, [](FPiece& p) {
+                 *p.data = Garbage(700000, 8);
+                 p.byte_length = 700000;
+                 p.Rehash(kW0);
+               })});
+  c.push_back({"piece_empty_tensor_with_data",
+               "piece",
                "the piece of empty tensor 'e' holds 16 bytes, header and "
                "checksum agreeing",
                EditPiece(kE0,
@@ -1049,7 +1141,9 @@ std::vector<HostileCase> MakeCases() {
                          }),
                // A load reads no piece of an empty tensor: only verify
                // can tell.
-               "dump=0 export=0 load=0 mirror=0", "w", {"'e", "\"e"}});
+               "dump=0 export=0 load=0 mirror=0",
+               "w",
+               {"'e", "\"e"}});
 
   // ================= Keys =================
   c.push_back({"key_unparseable", "harmless",
@@ -1058,9 +1152,9 @@ std::vector<HostileCase> MakeCases() {
                [](F& f) {
                  int seed = 10;
                  for (const std::string& key :
-                      {std::string("garbage\xff\x00", 9), std::string("w@x,y#zz"),
-                       std::string("%G1@0#00000000"), std::string("#"),
-                       std::string("@")}) {
+                      {std::string("garbage\xff\x00", 9),
+                       std::string("w@x,y#zz"), std::string("%G1@0#00000000"),
+                       std::string("#"), std::string("@")}) {
                    f.PutValue(key, Garbage(100, seed++));
                  }
                },
@@ -1077,9 +1171,12 @@ std::vector<HostileCase> MakeCases() {
                  f.PutValue(kW2, f.Value(kW1));
                  f.PutValue(kW1, w0);
                }});
-  c.push_back({"key_item_under_other_key", "key",
+  c.push_back({"key_item_under_other_key",
+               "key",
                "piece 0 of 'w' also under the key of 'b''s piece",
-               [](F& f) { f.PutValue(kB0, f.Value(kW0)); }, "dump=0", "w",
+               [](F& f) { f.PutValue(kB0, f.Value(kW0)); },
+               "dump=0",
+               "w",
                {"'b", "\"b"}});
   c.push_back({"key_metadata_under_piece_key", "key",
                "the metadata value under the key of piece 1 of 'w'",
@@ -1094,14 +1191,15 @@ std::vector<HostileCase> MakeCases() {
                    if (key != kMetadataKey) f.Delete(key);
                  }
                }});
-  c.push_back({"key_catalog_junk", "harmless",
-               "keys 'zzz', 'checkpoint', 'checkpoint0' and '\\xff' in the "
-               "default column family",
-               [](F& f) {
-                 for (const char* key : {"zzz", "checkpoint", "checkpoint0", "\xff"}) {
-                   f.raw().Put("default", key, Garbage(50, 11));
-                 }
-               }});
+  c.push_back(
+      {"key_catalog_junk", "harmless",
+       "keys 'zzz', 'checkpoint', 'checkpoint0' and '\\xff' in the "
+       "default column family",
+       [](F& f) {
+         for (const char* key : {"zzz", "checkpoint", "checkpoint0", "\xff"}) {
+           f.raw().Put("default", key, Garbage(50, 11));
+         }
+       }});
   c.push_back({"cf_orphan_with_garbage", "harmless",
                "a column family 'orphan' no catalog entry names, holding "
                "garbage keys (gc must drop it)",

@@ -89,8 +89,8 @@ std::string Garbage(size_t n, uint64_t seed);
 // metadata), and on copies of the store rm (the victim), keep (keep-last
 // 1) and gc. After rm, keep and gc, the survivors must verify clean.
 inline const std::vector<std::string> kCommands = {
-    "ls", "info", "verify", "dump", "export", "load",
-    "mirror", "rm", "keep", "gc"};
+    "ls",   "info",   "verify", "dump", "export",
+    "load", "mirror", "rm",     "keep", "gc"};
 
 struct HostileCase {
   std::string name;

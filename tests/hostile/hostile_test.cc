@@ -96,7 +96,8 @@ std::string OneLine(std::string s, size_t max) {
 
 bool ContainsCaseless(const std::string& haystack, const std::string& needle) {
   auto lower = [](std::string s) {
-    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (char& ch : s)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     return s;
   };
   return lower(haystack).find(lower(needle)) != std::string::npos;
@@ -131,12 +132,17 @@ std::vector<std::string> Argv(const std::string& cmd, const fs::path& store,
   if (cmd == "info") return {cli, "info", s, kVictim};
   if (cmd == "verify") return {cli, "verify", s};
   if (cmd == "dump") {
-    return {cli, "dump", s, kVictim, c ? c->dump_fqn : "w", "--npy",
+    return {cli,
+            "dump",
+            s,
+            kVictim,
+            c ? c->dump_fqn : "w",
+            "--npy",
             (out / "dump.npy").string()};
   }
   if (cmd == "export") {
-    return {cli, "export", s, kVictim, "--safetensors",
-            (out / "export.safetensors").string()};
+    return {cli,     "export",        s,
+            kVictim, "--safetensors", (out / "export.safetensors").string()};
   }
   if (cmd == "load") return {child, "load", s, kVictim};
   if (cmd == "mirror") return {child, "load-mirror", s, kVictim};
@@ -175,7 +181,8 @@ std::set<std::pair<std::string, std::string>> ReadKnownFailures() {
 // catalog, any other into the victim's column family.
 void AppendRecord(std::string& out, const std::string& key,
                   const std::string& value) {
-  const uint16_t k = static_cast<uint16_t>(std::min<size_t>(key.size(), 0xffff));
+  const uint16_t k =
+      static_cast<uint16_t>(std::min<size_t>(key.size(), 0xffff));
   const uint32_t v = static_cast<uint32_t>(value.size());
   out.push_back(static_cast<char>(k & 0xff));
   out.push_back(static_cast<char>(k >> 8));
@@ -308,9 +315,11 @@ std::string SetUpSuite(Suite& s) {
       store = s.dir / ("pristine-" + cmd);
       fs::copy(s.pristine, store, fs::copy_options::recursive);
     }
-    const RunOutcome r = RunLimited(Argv(cmd, store, out, nullptr), CommandLimits());
+    const RunOutcome r =
+        RunLimited(Argv(cmd, store, out, nullptr), CommandLimits());
     if (r.exit_code != 0) {
-      return "'" + cmd + "' on the pristine store: " + r.Describe() + ": " + r.err;
+      return "'" + cmd + "' on the pristine store: " + r.Describe() + ": " +
+             r.err;
     }
     s.baseline_rss[cmd] = r.max_rss;
   }
@@ -318,8 +327,8 @@ std::string SetUpSuite(Suite& s) {
             << " bytes; RLIMIT_AS "
             << (s.address_space ? std::to_string(s.address_space >> 20) + " MiB"
                                 : std::string("none (sanitizer build)"))
-            << "; baseline RSS of verify "
-            << (s.baseline_rss["verify"] >> 20) << " MiB\n";
+            << "; baseline RSS of verify " << (s.baseline_rss["verify"] >> 20)
+            << " MiB\n";
   return "";
 }
 
@@ -337,8 +346,8 @@ std::vector<std::string> Check(const HostileCase& c, const std::string& cmd,
   } else if (r.signal == SIGXCPU) {
     problems.push_back("HANG: used up its 10 s of CPU (SIGXCPU)");
   } else if (r.signal != 0) {
-    problems.push_back("CRASH: " + r.Describe() + ": \"" +
-                       OneLine(r.err, 200) + "\"");
+    problems.push_back("CRASH: " + r.Describe() + ": \"" + OneLine(r.err, 200) +
+                       "\"");
   }
   if (!r.killed && r.seconds > kMaxSeconds) {
     std::snprintf(buf, sizeof(buf), "took %.1f s (limit %.0f s)", r.seconds,
@@ -363,14 +372,22 @@ std::vector<std::string> Check(const HostileCase& c, const std::string& cmd,
   bool ok = false;
   std::string want;
   switch (e) {
-    case '0': ok = x == 0, want = "0"; break;
-    case '1': ok = x == 1, want = "1"; break;
-    case '3': ok = x == 3, want = "3 (corrupted items listed)"; break;
+    case '0':
+      ok = x == 0, want = "0";
+      break;
+    case '1':
+      ok = x == 1, want = "1";
+      break;
+    case '3':
+      ok = x == 3, want = "3 (corrupted items listed)";
+      break;
     case 'F':
       ok = child ? x == 1 : (x == 1 || x == 3);
       want = "a clean failure (1 or 3)";
       break;
-    case '*': ok = x == 0 || x == 1 || x == 3, want = "0, 1 or 3"; break;
+    case '*':
+      ok = x == 0 || x == 1 || x == 3, want = "0, 1 or 3";
+      break;
     case 'D':
       ok = x == 0 && ContainsCaseless(r.out, "damage");
       want = "0, listing the entry as damaged";
@@ -392,12 +409,15 @@ std::vector<std::string> Check(const HostileCase& c, const std::string& cmd,
   // verify's stderr sums up (the report on stdout names each checkpoint).
   if (cmd == "verify" && x == 3) names.push_back("corrupted");
   if (x != 0 && !names_it(r.err)) {
-    problems.push_back("its message names neither the checkpoint nor the "
-                       "problem: \"" + OneLine(r.err, 300) + "\"");
+    problems.push_back(
+        "its message names neither the checkpoint nor the "
+        "problem: \"" +
+        OneLine(r.err, 300) + "\"");
   }
   if (x == 3 && !names_it(r.out)) {
-    problems.push_back("verify's report names neither the checkpoint nor "
-                       "the problem");
+    problems.push_back(
+        "verify's report names neither the checkpoint nor "
+        "the problem");
   }
   return problems;
 }
@@ -423,8 +443,8 @@ class HostileStoreTest : public ::testing::TestWithParam<const HostileCase*> {
     suite = nullptr;
   }
 
-  void Report(const HostileCase& c, const std::string& cmd,
-              const RunOutcome& r, const std::string& verdict,
+  void Report(const HostileCase& c, const std::string& cmd, const RunOutcome& r,
+              const std::string& verdict,
               const std::vector<std::string>& problems) {
     ++suite->runs;
     const std::string run = c.name + " " + cmd;
@@ -440,13 +460,14 @@ class HostileStoreTest : public ::testing::TestWithParam<const HostileCase*> {
     if (path == nullptr) return;
     std::ofstream f(path, std::ios::app);
     std::string joined;
-    for (const std::string& p : problems) joined += (joined.empty() ? "" : "; ") + p;
+    for (const std::string& p : problems)
+      joined += (joined.empty() ? "" : "; ") + p;
     const uint64_t base = suite->baseline_rss[cmd];
     f << c.name << '\t' << c.area << '\t' << cmd << '\t' << c.Expect(cmd)
-      << '\t' << r.Describe() << '\t' << r.seconds << '\t'
-      << (r.max_rss >> 20) << '\t'
-      << (r.max_rss > base ? (r.max_rss - base) >> 20 : 0) << '\t' << verdict
-      << '\t' << OneLine(joined, 600) << '\t' << OneLine(r.err, 600) << '\n';
+      << '\t' << r.Describe() << '\t' << r.seconds << '\t' << (r.max_rss >> 20)
+      << '\t' << (r.max_rss > base ? (r.max_rss - base) >> 20 : 0) << '\t'
+      << verdict << '\t' << OneLine(joined, 600) << '\t' << OneLine(r.err, 600)
+      << '\n';
   }
 
   // Records the verdict of one command: a failure, unless listed as known.
@@ -516,11 +537,13 @@ TEST_P(HostileStoreTest, EveryCommandFailsCleanlyOrIsUnharmed) {
   for (const std::string& cmd : kCommands) {
     if (!Runs(c, cmd)) continue;
     const fs::path target = IsMutation(cmd) ? dir / cmd : store;
-    const RunOutcome r = RunLimited(Argv(cmd, target, dir, &c), CommandLimits());
+    const RunOutcome r =
+        RunLimited(Argv(cmd, target, dir, &c), CommandLimits());
     std::vector<std::string> problems = Check(c, cmd, r);
-    const std::vector<std::string>& survivors =
-        cmd == "rm" ? c.rm_survivors
-                    : cmd == "keep" ? c.keep_survivors : c.gc_survivors;
+    const std::vector<std::string>& survivors = cmd == "rm" ? c.rm_survivors
+                                                : cmd == "keep"
+                                                    ? c.keep_survivors
+                                                    : c.gc_survivors;
     // Whatever it did, the other checkpoints are intact (a case that
     // names none leaves a store that can't be verified: see its comment).
     if (IsMutation(cmd) && !survivors.empty()) {
@@ -528,9 +551,10 @@ TEST_P(HostileStoreTest, EveryCommandFailsCleanlyOrIsUnharmed) {
       argv.insert(argv.end(), survivors.begin(), survivors.end());
       const RunOutcome after = RunLimited(argv, CommandLimits());
       if (after.exit_code != 0) {
-        problems.push_back("afterwards, 'verify' of the checkpoints that must "
-                           "survive it: " + after.Describe() + ": " +
-                           OneLine(after.err + after.out, 400));
+        problems.push_back(
+            "afterwards, 'verify' of the checkpoints that must "
+            "survive it: " +
+            after.Describe() + ": " + OneLine(after.err + after.out, 400));
       }
     }
     Judge(c, cmd, r, problems);

@@ -33,8 +33,8 @@ std::string ReadBack(int fd) {
   if (fd < 0) return out;
   lseek(fd, 0, SEEK_SET);
   char buf[65536];
-  for (ssize_t n; out.size() < kMaxCaptured &&
-                  (n = read(fd, buf, sizeof(buf))) > 0;) {
+  for (ssize_t n;
+       out.size() < kMaxCaptured && (n = read(fd, buf, sizeof(buf))) > 0;) {
     out.append(buf, static_cast<size_t>(n));
   }
   if (out.size() > kMaxCaptured) out.resize(kMaxCaptured);
@@ -65,7 +65,8 @@ std::string RunOutcome::Describe() const {
   return buf;
 }
 
-RunOutcome RunLimited(const std::vector<std::string>& argv, const Limits& limits,
+RunOutcome RunLimited(const std::vector<std::string>& argv,
+                      const Limits& limits,
                       const std::vector<std::string>& env) {
   RunOutcome r;
   const int out = TempFile();
@@ -106,9 +107,9 @@ RunOutcome RunLimited(const std::vector<std::string>& argv, const Limits& limits
   auto sleep = std::chrono::microseconds(200);
   while (true) {
     const pid_t got = wait4(pid, &status, WNOHANG, &usage);
-    const double elapsed = std::chrono::duration<double>(
-                               std::chrono::steady_clock::now() - start)
-                               .count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (got == pid) {
       r.seconds = elapsed;
       break;

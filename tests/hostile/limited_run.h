@@ -29,12 +29,12 @@ struct Limits {
 };
 
 struct RunOutcome {
-  int exit_code = -1;  // When it exited.
-  int signal = 0;      // When a signal ended it (SIGKILL: see killed).
+  int exit_code = -1;   // When it exited.
+  int signal = 0;       // When a signal ended it (SIGKILL: see killed).
   bool killed = false;  // The harness killed it at kill_after_seconds.
   double seconds = 0;
   uint64_t max_rss = 0;  // Bytes.
-  std::string out;  // At most the first 1 MiB of each.
+  std::string out;       // At most the first 1 MiB of each.
   std::string err;
 
   // "exit 1", "signal 6 (Aborted)", "killed after 12.0 s".
@@ -47,7 +47,8 @@ struct RunOutcome {
 // command's address space grows with the headroom RLIMIT_AS leaves it
 // (until a thread's stack can't be mapped) rather than with what it
 // allocates.
-RunOutcome RunLimited(const std::vector<std::string>& argv, const Limits& limits,
+RunOutcome RunLimited(const std::vector<std::string>& argv,
+                      const Limits& limits,
                       const std::vector<std::string>& env = {});
 
 // The smallest RLIMIT_AS, to `step` bytes, under which `argv` exits 0

@@ -1,8 +1,8 @@
 #include "hostile/victim.h"
 
 #include <algorithm>
-#include <map>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <variant>
 
@@ -25,8 +25,10 @@ TensorView Add(VictimState& s, DType dtype, std::vector<int64_t> sizes,
                uint64_t seed, bool zero) {
   int64_t n = 1;
   for (int64_t d : sizes) n *= d;
-  s.storage.push_back(Bytes(static_cast<size_t>(n) * DTypeSize(dtype), seed, zero));
-  return TensorView::Contiguous(dtype, std::move(sizes), s.storage.back().data());
+  s.storage.push_back(
+      Bytes(static_cast<size_t>(n) * DTypeSize(dtype), seed, zero));
+  return TensorView::Contiguous(dtype, std::move(sizes),
+                                s.storage.back().data());
 }
 
 }  // namespace
@@ -45,12 +47,11 @@ VictimState MakeVictimState(bool zero) {
   if (zero) {
     s.dict["sharded"] = Add(s, DType::kFloat32, {8, 16}, 0, true);
   } else {
-    s.dict["sharded"] =
-        ShardedTensor{DType::kFloat32, {8, 16}, {{{0, 0}, top}, {{4, 0}, bottom}}};
+    s.dict["sharded"] = ShardedTensor{
+        DType::kFloat32, {8, 16}, {{{0, 0}, top}, {{4, 0}, bottom}}};
   }
   const std::vector<uint8_t> opt = Bytes(5000, 8, zero);
-  s.dict["opt"] = zero ? std::string()
-                       : std::string(opt.begin(), opt.end());
+  s.dict["opt"] = zero ? std::string() : std::string(opt.begin(), opt.end());
   return s;
 }
 
@@ -99,7 +100,8 @@ bool Comparable(const SavedItem& saved, const StateValue& value) {
 }
 
 bool SameAsSaved(const SavedItem& saved, const StateValue& value) {
-  if (const auto* b = std::get_if<std::string>(&value)) return *b == saved.bytes;
+  if (const auto* b = std::get_if<std::string>(&value))
+    return *b == saved.bytes;
   const auto& t = std::get<TensorView>(value);
   return t.nbytes() == saved.bytes.size() &&
          (saved.bytes.empty() ||
@@ -163,12 +165,13 @@ Status LoadAsMirror(Store& store, const std::string& id, std::string* wrong) {
     }
     // Too large to hold: one element of it, at the origin.
     storage.emplace_back(16, 0);
-    sd[fqn] = ShardedTensor{
-        dtype, t->size,
-        {Shard{std::vector<int64_t>(t->size.size(), 0),
-               TensorView::Contiguous(dtype,
-                                      std::vector<int64_t>(t->size.size(), 1),
-                                      storage.back().data())}}};
+    sd[fqn] =
+        ShardedTensor{dtype,
+                      t->size,
+                      {Shard{std::vector<int64_t>(t->size.size(), 0),
+                             TensorView::Contiguous(
+                                 dtype, std::vector<int64_t>(t->size.size(), 1),
+                                 storage.back().data())}}};
   }
   ROCKSDCP_RETURN_IF_ERROR(Load(&sd, *reader, {.checkpoint_id = id}));
   *wrong = Difference(sd);
@@ -185,7 +188,8 @@ Status SaveExample(Store& store, const std::string& id, uint64_t seed) {
   s.storage.reserve(4);
   s.dict["model.layers.0.attn.w"] =
       Add(s, DType::kBFloat16, {48, 100}, seed * 31 + 1, false);
-  s.dict["model.norm.bias"] = Add(s, DType::kFloat32, {100}, seed * 31 + 2, false);
+  s.dict["model.norm.bias"] =
+      Add(s, DType::kFloat32, {100}, seed * 31 + 2, false);
   s.dict["step_counter"] = Add(s, DType::kInt64, {}, seed * 31 + 3, false);
   const std::vector<uint8_t> opt = Bytes(5000, seed, false);
   s.dict["optimizer/state"] = std::string(opt.begin(), opt.end());

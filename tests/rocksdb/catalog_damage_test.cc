@@ -45,7 +45,8 @@ class CatalogDamageTest : public StoreTest {
     auto entry = format::DecodeCatalogEntry(Entry(raw, id));
     ASSERT_OK(entry);
     change(*entry);
-    raw.Put(kDefault, keys::CatalogKey(key_id), format::EncodeCatalogEntry(*entry));
+    raw.Put(kDefault, keys::CatalogKey(key_id),
+            format::EncodeCatalogEntry(*entry));
   }
 
   // Opens the store read-only, then deletes "victim" through a writer
@@ -212,7 +213,8 @@ TEST_F(CatalogDamageTest, AnEntryDeletedSinceAReadOnlyOpenIsNotFound) {
 // its metadata, but its files are gone from the directory. NotFound, not
 // damage (CI's -j3 run of ReadOnlyReadersSurviveAWriterInAnotherProcess
 // once got "Corruption: ... the checkpoint holds only 760 bytes" here).
-TEST_F(CatalogDamageTest, ACheckpointDeletedAndCollectedSinceAReadOnlyOpenIsNotFound) {
+TEST_F(CatalogDamageTest,
+       ACheckpointDeletedAndCollectedSinceAReadOnlyOpenIsNotFound) {
   ExpectDeletedSinceAReadOnlyOpenIsNotFound(/*collect=*/true);
 }
 

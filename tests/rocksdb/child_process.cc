@@ -1,6 +1,7 @@
 #include "rocksdb/child_process.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,8 +11,6 @@
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace rocksdcp::testing {
 namespace {
@@ -72,8 +71,7 @@ ChildOutput RunChildAs(int uid, const std::vector<std::string>& args) {
   EXPECT_NE(mkdtemp(lib_dir), nullptr) << std::strerror(errno);
   chmod(lib_dir, 0755);
   std::error_code ec;
-  const fs::path lib =
-      fs::path(lib_dir) / ROCKSDCP_SHARED_LIBRARY_SONAME;
+  const fs::path lib = fs::path(lib_dir) / ROCKSDCP_SHARED_LIBRARY_SONAME;
   fs::copy_file(ROCKSDCP_SHARED_LIBRARY, lib, ec);
   EXPECT_FALSE(ec) << ROCKSDCP_SHARED_LIBRARY << ": " << ec.message();
   chmod(lib.c_str(), 0755);

@@ -131,10 +131,9 @@ TEST_F(CompressionTest, ReshardedAndPartialLoadsReadCompressedPieces) {
   rows.dtype = DType::kBFloat16;
   rows.global_size = {64, 700};
   rows.local_shards.push_back({{0, 0}, whole.view.Narrow({0, 0}, {23, 700})});
-  rows.local_shards.push_back(
-      {{23, 0}, whole.view.Narrow({23, 0}, {41, 700})});
-  ASSERT_OK(SaveDict({{"m", rows}, {"other", whole.view}}, "rows",
-                     Compressed()));
+  rows.local_shards.push_back({{23, 0}, whole.view.Narrow({23, 0}, {41, 700})});
+  ASSERT_OK(
+      SaveDict({{"m", rows}, {"other", whole.view}}, "rows", Compressed()));
 
   // Column blocks across the row shards; "other" left out.
   OwnedTensor left = ZeroTensor(DType::kBFloat16, {64, 100});
@@ -192,8 +191,8 @@ TEST_F(CompressionTest, ADamagedCompressedPieceFailsItsLoadAndVerify) {
 // Each read thread decodes a compressed piece into two more buffers of
 // its size, which the memory budget counts: fewer threads fit.
 TEST_F(CompressionTest, DecodeBuffersCountInTheReadersMemoryBudget) {
-  OwnedTensor w = Weights(WeightKind::kWeight, DType::kBFloat16,
-                          {16, 1 << 20}, 9);  // 32 MiB in 1 MiB pieces.
+  OwnedTensor w = Weights(WeightKind::kWeight, DType::kBFloat16, {16, 1 << 20},
+                          9);  // 32 MiB in 1 MiB pieces.
   RocksDBWriterOptions plain = Plain();
   plain.max_piece_bytes = 1 << 20;
   RocksDBWriterOptions packed = Compressed();

@@ -116,9 +116,8 @@ class CorruptionTest : public StoreTest {
     ASSERT_OK(SaveDict(ExampleStateDict(1).dict, "before"));
     const std::vector<std::string> before = SstFiles();
     ASSERT_OK(SaveDict(victim_.dict, kVictim,
-                       {.compression = compressed_
-                                           ? Compression::kBytePlaneZstd
-                                           : Compression::kNone,
+                       {.compression = compressed_ ? Compression::kBytePlaneZstd
+                                                   : Compression::kNone,
                         .max_piece_bytes = kPiece}));
     // The victim's data file: the largest its save added.
     for (const std::string& file : SstFiles()) {
@@ -224,8 +223,7 @@ class CorruptionTest : public StoreTest {
     ExpectOthersLoadBitExact();
   }
 
-  void CheckFlip(const std::string& file, int64_t offset,
-                 FlipTally* tally);
+  void CheckFlip(const std::string& file, int64_t offset, FlipTally* tally);
   void RandomByteFlips();
   void FlipEveryByteAroundPiece5(FlipTally* tally);
 
@@ -322,10 +320,10 @@ TEST_F(CorruptionTest, ALoadNamesTheEarliestDamagedPieceWhateverTheThreads) {
                          store_->NewReader({.read_threads = threads}));
     LoadOptions lo;
     lo.checkpoint_id = kVictim;
-    EXPECT_THAT(Load(&into.dict, *reader, lo),
-                StatusIs(StatusCode::kCorruption,
-                         AllOf(HasSubstr("'w@[0, 0]'"),
-                               HasSubstr("piece 2 of 12"))));
+    EXPECT_THAT(
+        Load(&into.dict, *reader, lo),
+        StatusIs(StatusCode::kCorruption,
+                 AllOf(HasSubstr("'w@[0, 0]'"), HasSubstr("piece 2 of 12"))));
     ExpectNoWrongBytes(into);
   }
 }
@@ -378,10 +376,10 @@ void CorruptionTest::CheckFlip(const std::string& file, int64_t offset,
       } else {
         ++tally->verify_only;
         ASSERT_TRUE(load_options_.read_in_place);
-        EXPECT_THAT(report.problems.at(0).status,
-                    StatusIs(StatusCode::kCorruption,
-                             AllOf(HasSubstr("'victim'"),
-                                   HasSubstr("'w@[0, 0]'"))));
+        EXPECT_THAT(
+            report.problems.at(0).status,
+            StatusIs(StatusCode::kCorruption,
+                     AllOf(HasSubstr("'victim'"), HasSubstr("'w@[0, 0]'"))));
       }
     } else {
       ++tally->caught;
@@ -526,11 +524,11 @@ class DamagedFileTest : public CorruptionTest {
  protected:
   void ExpectIsolated(const std::string& file) {
     const std::string number = std::filesystem::path(file).stem().string();
-    EXPECT_THAT(Store::Open(store_path()),
-                StatusIs(StatusCode::kCorruption,
-                         AllOf(HasSubstr("cannot open store"),
-                               HasSubstr(number),
-                               HasSubstr("read_only = true"))));
+    EXPECT_THAT(
+        Store::Open(store_path()),
+        StatusIs(StatusCode::kCorruption,
+                 AllOf(HasSubstr("cannot open store"), HasSubstr(number),
+                       HasSubstr("read_only = true"))));
     OpenStore({.read_only = true});
     ExpectVictimLoadFailsWithoutWrongBytes("");
     ASSERT_OK_AND_ASSIGN(CheckpointVerifyReport report, VerifyOne(kVictim));
@@ -629,7 +627,8 @@ void RewriteVictimMetadata(const std::string& store,
 // naming the item: here chunks that overlap.
 TEST_F(CorruptionTest, OverlappingChunksFailVerifyAsTheyFailALoad) {
   RewriteVictimMetadata(store_path(), [](Metadata& md) {
-    auto& bias = std::get<TensorStorageMetadata>(md.state_dict_metadata.at("bias"));
+    auto& bias =
+        std::get<TensorStorageMetadata>(md.state_dict_metadata.at("bias"));
     bias.chunks = {{{0}, {60}}, {{40}, {60}}};
   });
   OpenStore();
@@ -668,8 +667,9 @@ TEST_F(CorruptionTest, AChunkWithoutStorageFailsVerifyAsItFailsALoad) {
 // forger who keeps it self-consistent would: a changed cut drops the
 // pieces' file offsets (a decoder refuses offsets that don't match
 // num_pieces before any other check could see the claim).
-void RewriteVictimStorage(const std::string& store, const MetadataIndex& index,
-                          const std::function<void(format::StorageInfo&)>& change) {
+void RewriteVictimStorage(
+    const std::string& store, const MetadataIndex& index,
+    const std::function<void(format::StorageInfo&)>& change) {
   RewriteVictimMetadata(store, [&](Metadata& md) {
     std::string& value = md.storage_data.at(index);
     auto info = format::DecodeStorageInfo(value);
@@ -693,7 +693,8 @@ TEST_F(CorruptionTest, AByteItemClaimingMoreThanTheStoreHoldsIsRefusedAtOnce) {
                          info.num_pieces = 1 << 21;  // Of 32 KiB.
                        });
   OpenStore();
-  ExpectCheckpointProblem("item 'opt' alone 68719476736 bytes in 2097152 pieces", 0);
+  ExpectCheckpointProblem(
+      "item 'opt' alone 68719476736 bytes in 2097152 pieces", 0);
 }
 
 // The same for a tensor whose metadata claims 2 GiB (65,536 pieces).
@@ -711,7 +712,8 @@ TEST_F(CorruptionTest, ATensorClaimingMoreThanTheStoreHoldsIsRefusedAtOnce) {
     value = format::EncodeStorageInfo(*info);
   });
   OpenStore();
-  ExpectCheckpointProblem("item 'w@[0, 0]' alone 2147483648 bytes in 65536 pieces", 0);
+  ExpectCheckpointProblem(
+      "item 'w@[0, 0]' alone 2147483648 bytes in 65536 pieces", 0);
 }
 
 // Pieces so small that their count alone can't be stored: 393,216 pieces
@@ -730,7 +732,8 @@ TEST_F(CorruptionTest, MorePiecesThanTheStoreCanHoldAreRefusedAtOnce) {
 // while decoding, before they are built.
 TEST_F(CorruptionTest, MoreChunksThanTheStoreCanHoldAreRefusedAtOnce) {
   RewriteVictimMetadata(store_path(), [](Metadata& md) {
-    auto& bias = std::get<TensorStorageMetadata>(md.state_dict_metadata.at("bias"));
+    auto& bias =
+        std::get<TensorStorageMetadata>(md.state_dict_metadata.at("bias"));
     bias.size = {100000};
     bias.chunks.clear();
     for (int64_t i = 0; i < 100000; ++i) bias.chunks.push_back({{i}, {1}});
@@ -762,8 +765,9 @@ TEST_F(CorruptionTest, ADamagedCatalogEntryIsListedMarkedBesideTheOthers) {
   EXPECT_EQ(list[1].id, "before");
   EXPECT_EQ(list[2].id, "after");
   EXPECT_TRUE(list[1].damage.empty() && list[2].damage.empty());
-  EXPECT_THAT(store_->CollectGarbage(),
-              StatusIs(StatusCode::kCorruption, HasSubstr("nothing was collected")));
+  EXPECT_THAT(
+      store_->CollectGarbage(),
+      StatusIs(StatusCode::kCorruption, HasSubstr("nothing was collected")));
   ASSERT_OK_AND_ASSIGN(RetentionReport kept, store_->KeepLast(1));
   EXPECT_THAT(kept.kept, ElementsAre("after"));
   EXPECT_THAT(kept.deleted, ElementsAre("before"));
@@ -814,10 +818,11 @@ TEST_F(CorruptionTest, AliasedCatalogEntriesAreFoundAndNotDeleted) {
       continue;
     }
     ASSERT_FALSE(c.problems.empty()) << c.checkpoint_id;
-    EXPECT_THAT(c.problems[0].status,
-                StatusIs(StatusCode::kCorruption,
-                         HasSubstr("shares its column family '" + std::string(kVictim) +
-                                   "' with checkpoint")));
+    EXPECT_THAT(
+        c.problems[0].status,
+        StatusIs(StatusCode::kCorruption,
+                 HasSubstr("shares its column family '" + std::string(kVictim) +
+                           "' with checkpoint")));
     ++aliased;
   }
   EXPECT_EQ(aliased, 2);

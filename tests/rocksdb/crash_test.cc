@@ -384,9 +384,9 @@ class CrashEpisode {
     std::set<std::string> cfs{"default"};
     {
       // Leftovers stay for the GC below, which counts them.
-      ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
-                           Store::Open(path.string(),
-                                       {.reclaim_torn_saves = false}));
+      ASSERT_OK_AND_ASSIGN(
+          std::unique_ptr<Store> store,
+          Store::Open(path.string(), {.reclaim_torn_saves = false}));
       ASSERT_OK_AND_ASSIGN(std::vector<CheckpointInfo> list, store->List());
       for (const CheckpointInfo& info : list) {
         EXPECT_EQ(allowed_.count(info.id), 1u)

@@ -65,9 +65,9 @@ class SmallDeviceTest : public StoreTest {
     const std::vector<std::vector<int64_t>> shapes = {
         {1024, 1024}, {512, 1024}, {3, 1000, 17}, {100}, {}};
     for (size_t i = 0; i < shapes.size(); ++i) {
-      s.tensors.push_back(zero ? ZeroTensor(DType::kFloat32, shapes[i])
-                               : RandomTensor(DType::kFloat32, shapes[i],
-                                              100 + i));
+      s.tensors.push_back(
+          zero ? ZeroTensor(DType::kFloat32, shapes[i])
+               : RandomTensor(DType::kFloat32, shapes[i], 100 + i));
     }
     // Moving the vector keeps each tensor's bytes where the views point.
     s.tensors.push_back(zero ? ZeroTensor(DType::kBFloat16, {4096, 512})

@@ -33,8 +33,11 @@ struct Model {
   OwnedTensor grow = RandomTensor(DType::kFloat32, {4}, 4);
   std::string opt = RandomBytes(10000, 5);
   StateDict Dict() const {
-    return {{"w", w.view},       {"b", b.view}, {"gone", gone.view},
-            {"grow", grow.view}, {"opt", opt}};
+    return {{"w", w.view},
+            {"b", b.view},
+            {"gone", gone.view},
+            {"grow", grow.view},
+            {"opt", opt}};
   }
 };
 

@@ -74,7 +74,8 @@ class DiskFullTest : public ::testing::Test {
   bool mounted_ = false;
 };
 
-TEST_F(DiskFullTest, EveryAmountOfFreeSpaceFailsCleanlyAndKeepsWhatWasCommitted) {
+TEST_F(DiskFullTest,
+       EveryAmountOfFreeSpaceFailsCleanlyAndKeepsWhatWasCommitted) {
   const uint64_t limit = (kCheckpointMib << 20) + (1 << 20);
   const uint64_t pages = limit / kPage + 1;
   const uint64_t step = kPage * SweepStride(pages, pages);
@@ -89,11 +90,11 @@ TEST_F(DiskFullTest, EveryAmountOfFreeSpaceFailsCleanlyAndKeepsWhatWasCommitted)
       ASSERT_OK(Save(first.dict, *w, {.checkpoint_id = "first"}));
     }
     LeaveFree(free);
-    const int code = RunChild({"save-mib", store, "second",
-                               std::to_string(kCheckpointMib)});
+    const int code =
+        RunChild({"save-mib", store, "second", std::to_string(kCheckpointMib)});
     ASSERT_TRUE(code == 0 || code == 3)
-        << "the save neither committed nor failed with an error: exit "
-        << code << " (-1: killed by a signal)";
+        << "the save neither committed nor failed with an error: exit " << code
+        << " (-1: killed by a signal)";
     (code == 0 ? saved : failed)++;
     fs::remove(mount_ + "/filler");
 

@@ -44,20 +44,36 @@ std::map<std::string, Row> ReadDoc() {
 
 // The scenarios, by row name, in the document's order.
 const char* const kScenarios[] = {
-    "id-empty",        "id-too-long",      "id-control-character",
-    "id-reserved",     "id-exists",        "id-unknown",
-    "dtype-mismatch",  "shape-mismatch",   "fqn-missing",
+    "id-empty",
+    "id-too-long",
+    "id-control-character",
+    "id-reserved",
+    "id-exists",
+    "id-unknown",
+    "dtype-mismatch",
+    "shape-mismatch",
+    "fqn-missing",
     "partial-load-with-planner",
-    "tensor-too-large", "tensor-null-data", "tensor-not-on-cpu",
-    "piece-size-out-of-range", "compression-level-out-of-range",
+    "tensor-too-large",
+    "tensor-null-data",
+    "tensor-not-on-cpu",
+    "piece-size-out-of-range",
+    "compression-level-out-of-range",
     "read-threads-negative",
     "save-id-invalid",
-    "store-missing", "store-not-a-directory", "store-permission-denied",
+    "store-missing",
+    "store-not-a-directory",
+    "store-permission-denied",
     "store-locked",
-    "read-only-save",  "piece-corrupt",    "disk-full",
-    "catalog-names-another-checkpoint", "catalog-column-family-missing",
-    "metadata-claims-more-than-stored", "metadata-lists-more-than-stored",
-    "base-unknown", "reference-column-family-missing",
+    "read-only-save",
+    "piece-corrupt",
+    "disk-full",
+    "catalog-names-another-checkpoint",
+    "catalog-column-family-missing",
+    "metadata-claims-more-than-stored",
+    "metadata-lists-more-than-stored",
+    "base-unknown",
+    "reference-column-family-missing",
 };
 
 class ErrorTableTest : public StoreTest,
@@ -65,9 +81,11 @@ class ErrorTableTest : public StoreTest,
  protected:
   // Saves checkpoints a and b, closes the store, damages it with `forge`,
   // opens it again and loads a.
-  Status LoadForged(const std::function<void()>& forge, bool read_only = false) {
+  Status LoadForged(const std::function<void()>& forge,
+                    bool read_only = false) {
     for (const auto& [id, seed] : {std::pair{"a", 1}, std::pair{"b", 2}}) {
-      ROCKSDCP_RETURN_IF_ERROR(SaveDict(ExampleStateDict(seed).dict, id).status());
+      ROCKSDCP_RETURN_IF_ERROR(
+          SaveDict(ExampleStateDict(seed).dict, id).status());
     }
     CloseStore();
     forge();
@@ -232,8 +250,7 @@ class ErrorTableTest : public StoreTest,
       // The disk fills up while the save writes its staging file.
       CloseStore();
       auto fs = std::make_shared<FaultFs>(dir_.path().string());
-      ROCKSDCP_ASSIGN_OR_RETURN(store_,
-                                StoreImpl::Open(store_path(), {}, fs));
+      ROCKSDCP_ASSIGN_OR_RETURN(store_, StoreImpl::Open(store_path(), {}, fs));
       fs->InjectFault(1, kOpWrite, FaultType::kNoSpace, /*sticky=*/true);
       ExampleState state = ExampleStateDict(1);
       return SaveDict(state.dict, "step-100").status();
@@ -246,8 +263,9 @@ class ErrorTableTest : public StoreTest,
       return writer->ResetWithSaveId("step-100", "../x");
     };
     s["compression-level-out-of-range"] = [this] {
-      return store_->NewWriter({.compression = Compression::kBytePlaneZstd,
-                                .compression_level = 22})
+      return store_
+          ->NewWriter({.compression = Compression::kBytePlaneZstd,
+                       .compression_level = 22})
           .status();
     };
     s["read-threads-negative"] = [this] {
@@ -273,7 +291,8 @@ class ErrorTableTest : public StoreTest,
     s["metadata-claims-more-than-stored"] = [this] {
       return LoadForged([this] {
         RewriteMetadata(store_path(), "a", [](Metadata& md) {
-          std::string& value = md.storage_data.at(MetadataIndex("optimizer/state"));
+          std::string& value =
+              md.storage_data.at(MetadataIndex("optimizer/state"));
           format::StorageInfo info = *format::DecodeStorageInfo(value);
           info.length = uint64_t{64} << 30;
           info.piece_bytes = uint64_t{1} << 30;
@@ -289,7 +308,8 @@ class ErrorTableTest : public StoreTest,
     s["metadata-lists-more-than-stored"] = [this] {
       return LoadForged([this] {
         RewriteMetadata(store_path(), "a", [](Metadata& md) {
-          auto& t = std::get<TensorStorageMetadata>(md.state_dict_metadata.at("model.norm.bias"));
+          auto& t = std::get<TensorStorageMetadata>(
+              md.state_dict_metadata.at("model.norm.bias"));
           t.size = {100000};
           t.chunks.clear();
           for (int64_t i = 0; i < 100000; ++i) t.chunks.push_back({{i}, {1}});

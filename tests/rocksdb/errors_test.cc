@@ -15,12 +15,12 @@ using ErrorsTest = StoreTest;
 
 TEST_F(ErrorsTest, UnknownIdIsNotFound) {
   ExampleState into = EmptyExampleStateDict();
-  EXPECT_THAT(LoadDict(&into.dict, "no-such"),
-              StatusIs(StatusCode::kNotFound,
-                       AllOf(HasSubstr("'no-such' not found"),
-                             HasSubstr(store_path()))));
-  EXPECT_THAT(store_->Info("no-such"), StatusIs(StatusCode::kNotFound,
-                                                HasSubstr("'no-such'")));
+  EXPECT_THAT(
+      LoadDict(&into.dict, "no-such"),
+      StatusIs(StatusCode::kNotFound, AllOf(HasSubstr("'no-such' not found"),
+                                            HasSubstr(store_path()))));
+  EXPECT_THAT(store_->Info("no-such"),
+              StatusIs(StatusCode::kNotFound, HasSubstr("'no-such'")));
 }
 
 TEST_F(ErrorsTest, InvalidIdsAreRefused) {
@@ -46,10 +46,10 @@ TEST_F(ErrorsTest, InvalidIdsAreRefused) {
 TEST_F(ErrorsTest, SavingAnExistingIdNeedsOverwrite) {
   ExampleState a = ExampleStateDict(1), b = ExampleStateDict(2);
   ASSERT_OK(SaveDict(a.dict, "x"));
-  EXPECT_THAT(SaveDict(b.dict, "x"),
-              StatusIs(StatusCode::kAlreadyExists,
-                       AllOf(HasSubstr("'x' already exists"),
-                             HasSubstr("overwrite"))));
+  EXPECT_THAT(
+      SaveDict(b.dict, "x"),
+      StatusIs(StatusCode::kAlreadyExists,
+               AllOf(HasSubstr("'x' already exists"), HasSubstr("overwrite"))));
   ExampleState into = EmptyExampleStateDict();
   ASSERT_OK(LoadDict(&into.dict, "x"));
   EXPECT_TRUE(IsExampleState(into, 1));  // The failed save changed nothing.
@@ -68,10 +68,10 @@ TEST_F(ErrorsTest, WrongDTypeOrShapeNamesFqnExpectedAndActual) {
 
   OwnedTensor wrong_shape = ZeroTensor(DType::kBFloat16, {8, 4});
   sd["layer.w"] = wrong_shape.view;
-  EXPECT_THAT(LoadDict(&sd, "c"),
-              StatusIs(StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("layer.w"), HasSubstr("4"),
-                             HasSubstr("8"))));
+  EXPECT_THAT(
+      LoadDict(&sd, "c"),
+      StatusIs(StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("layer.w"), HasSubstr("4"), HasSubstr("8"))));
 }
 
 TEST_F(ErrorsTest, MissingFqnIsNotFoundUnlessPartialLoad) {
@@ -79,11 +79,12 @@ TEST_F(ErrorsTest, MissingFqnIsNotFoundUnlessPartialLoad) {
   ASSERT_OK(SaveDict({{"present", w.view}}, "c"));
   OwnedTensor a = ZeroTensor(DType::kFloat32, {3});
   OwnedTensor b = ZeroTensor(DType::kFloat32, {3});
-  StateDict sd{{"present", a.view}, {"absent.one", b.view},
+  StateDict sd{{"present", a.view},
+               {"absent.one", b.view},
                {"absent.two", std::string()}};
   EXPECT_THAT(LoadDict(&sd, "c"),
-              StatusIs(StatusCode::kNotFound,
-                       AllOf(HasSubstr("absent.one"), HasSubstr("absent.two"))));
+              StatusIs(StatusCode::kNotFound, AllOf(HasSubstr("absent.one"),
+                                                    HasSubstr("absent.two"))));
   ASSERT_OK(LoadDict(&sd, "c", /*allow_partial_load=*/true));
   EXPECT_TRUE(SameTensor(a.view, w.view));
 }
@@ -91,8 +92,8 @@ TEST_F(ErrorsTest, MissingFqnIsNotFoundUnlessPartialLoad) {
 TEST_F(ErrorsTest, FlippedByteInSstFileIsCorruptionNamingFqn) {
   OwnedTensor big = RandomTensor(DType::kFloat32, {256, 256}, 1);
   OwnedTensor small = RandomTensor(DType::kFloat32, {4}, 2);
-  ASSERT_OK(SaveDict({{"encoder.weight", big.view}, {"z.bias", small.view}},
-                     "c"));
+  ASSERT_OK(
+      SaveDict({{"encoder.weight", big.view}, {"z.bias", small.view}}, "c"));
   CloseStore();
   std::vector<std::string> ssts = SstFiles();
   ASSERT_FALSE(ssts.empty());
@@ -124,8 +125,8 @@ TEST_F(ErrorsTest, CorruptionNeverReachesTheDestinationPiece) {
   OpenStore();
   OwnedTensor into = ZeroTensor(DType::kUInt8, {4, 65536});
   StateDict sd{{"t", into.view}};
-  EXPECT_THAT(LoadDict(&sd, "c"), StatusIs(StatusCode::kCorruption,
-                                           HasSubstr("'t@[0, 0]'")));
+  EXPECT_THAT(LoadDict(&sd, "c"),
+              StatusIs(StatusCode::kCorruption, HasSubstr("'t@[0, 0]'")));
   // Whatever was copied is the saved bytes; the rest is untouched zeros.
   for (size_t i = 0; i < into.bytes.size(); ++i) {
     if (into.bytes[i] != 0 && into.bytes[i] != big.bytes[i]) {
@@ -135,19 +136,19 @@ TEST_F(ErrorsTest, CorruptionNeverReachesTheDestinationPiece) {
 }
 
 TEST_F(ErrorsTest, PieceSizeOutOfRangeIsInvalidArgument) {
-  EXPECT_THAT(store_->NewWriter({.max_piece_bytes = 0}),
-              StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("max_piece_bytes")));
-  EXPECT_THAT(store_->NewWriter({.max_piece_bytes = (1ull << 30) + 1}),
-              StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("max_piece_bytes")));
+  EXPECT_THAT(
+      store_->NewWriter({.max_piece_bytes = 0}),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_piece_bytes")));
+  EXPECT_THAT(
+      store_->NewWriter({.max_piece_bytes = (1ull << 30) + 1}),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_piece_bytes")));
 }
 
 TEST_F(ErrorsTest, NullDataIsInvalidArgumentNamingFqn) {
   TensorView bad = TensorView::Contiguous(DType::kFloat32, {2, 2}, nullptr);
-  EXPECT_THAT(SaveDict({{"broken.tensor", bad}}, "c"),
-              StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("broken.tensor")));
+  EXPECT_THAT(
+      SaveDict({{"broken.tensor", bad}}, "c"),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("broken.tensor")));
   ASSERT_OK_AND_ASSIGN(auto list, store_->List());
   EXPECT_TRUE(list.empty());
 }

@@ -361,9 +361,9 @@ TEST_F(IncrementalTest, MaterializeKeepsWhatOthersStillReference) {
   EXPECT_THAT(report.dropped_column_families, IsEmpty());  // "a" is held.
   ASSERT_OK(store_->Delete("a"));
   // "c" still needs it; materializing "c" releases it.
-  EXPECT_THAT(ColumnFamiliesOnDisk(store_path()),
-              UnorderedElementsAre("default", "a", InfoOf("b").column_family,
-                                   "c"));
+  EXPECT_THAT(
+      ColumnFamiliesOnDisk(store_path()),
+      UnorderedElementsAre("default", "a", InfoOf("b").column_family, "c"));
   ASSERT_OK_AND_ASSIGN(report, store_->Materialize("c"));
   EXPECT_THAT(report.dropped_column_families, ElementsAre("a"));
   EXPECT_TRUE(LoadsAs("b", m));

@@ -20,9 +20,8 @@ class LdbTest : public StoreTest {
   // Runs ldb with `args` against the store; returns its stdout and sets
   // *exit_code.
   std::string Ldb(const std::string& args, int* exit_code) {
-    const std::string cmd =
-        std::string(ROCKSDCP_LDB) + " --db=" + store_path() + " " + args +
-        " 2>&1";
+    const std::string cmd = std::string(ROCKSDCP_LDB) +
+                            " --db=" + store_path() + " " + args + " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     EXPECT_NE(p, nullptr) << cmd;
     std::string out;
@@ -160,8 +159,8 @@ TEST_F(LdbReadmeTest, EveryDocumentedCommandWorksAsPrinted) {
     char buf[4096];
     for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
     const int status = pclose(p);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << cmd << "\n" << out;
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << "\n"
+                                                               << out;
     for (const std::string& want : expected->second) {
       EXPECT_THAT(out, HasSubstr(want)) << cmd;
     }

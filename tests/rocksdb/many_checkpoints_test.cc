@@ -112,8 +112,7 @@ TEST_F(StoreTest, AReadOnlyStoreSaysACheckpointDeletedSinceItOpenedIsGone) {
   StoreOptions read_only;
   read_only.read_only = true;
   read_only.max_open_files = 20;
-  ASSERT_OK_AND_ASSIGN(auto reader_store,
-                       Store::Open(store_path(), read_only));
+  ASSERT_OK_AND_ASSIGN(auto reader_store, Store::Open(store_path(), read_only));
   auto delete_elsewhere = [&](const std::string& id) {
     ASSERT_OK_AND_ASSIGN(auto writer_store, Store::Open(store_path()));
     ASSERT_OK(writer_store->Delete(id));
@@ -142,8 +141,7 @@ TEST_F(StoreTest, AReadOnlyStoreSaysACheckpointDeletedSinceItOpenedIsGone) {
     ASSERT_OK(planner.SetUpPlanner(&into.dict, &md, true));
     ASSERT_OK(reader->SetUpStorageReader(md, true, 0, 1));
     ASSERT_OK_AND_ASSIGN(LoadPlan plan, planner.CreateLocalPlan());
-    EXPECT_THAT(reader->ReadData(plan, planner).get(),
-                deleted_since("e"));
+    EXPECT_THAT(reader->ReadData(plan, planner).get(), deleted_since("e"));
   }
   ExampleState into = EmptyExampleStateDict();
   ASSERT_OK_AND_ASSIGN(auto reader, reader_store->NewReader());

@@ -20,7 +20,9 @@ struct Fault {
   std::string step;
   int rank = -1;
   bool async = false;  // For write_data/read_data: fail in the future.
-  bool Hits(const std::string& s, int r) const { return s == step && r == rank; }
+  bool Hits(const std::string& s, int r) const {
+    return s == step && r == rank;
+  }
   Status Injected() const {
     return Status::IOError("injected fault at " + step);
   }
@@ -47,7 +49,8 @@ class FaultyWriter final : public StorageWriterWrapper {
   }
   std::future<Result<std::vector<WriteResult>>> WriteData(
       const SavePlan& plan, SavePlanner& planner) override {
-    if (!f_.Hits("write_data", rank_)) return target()->WriteData(plan, planner);
+    if (!f_.Hits("write_data", rank_))
+      return target()->WriteData(plan, planner);
     if (!f_.async) {
       return ReadyFuture(Result<std::vector<WriteResult>>(f_.Injected()));
     }
@@ -79,8 +82,7 @@ class FaultyReader final : public StorageReaderWrapper {
     if (f_.Hits("read_metadata", rank_)) return f_.Injected();
     return target()->ReadMetadata();
   }
-  Status SetUpStorageReader(const Metadata& m, bool c, int r,
-                            int ws) override {
+  Status SetUpStorageReader(const Metadata& m, bool c, int r, int ws) override {
     if (f_.Hits("set_up_storage_reader", rank_)) return f_.Injected();
     return target()->SetUpStorageReader(m, c, r, ws);
   }
@@ -132,7 +134,8 @@ class ErrorOnAnyRankTest : public StoreTest,
       FaultyWriter faulty(writer->get(), fault);
       // Distinct fqns per rank, so every rank writes data.
       StateDict sd;
-      for (auto& [k, v] : states[r].dict) sd["r" + std::to_string(r) + "." + k] = v;
+      for (auto& [k, v] : states[r].dict)
+        sd["r" + std::to_string(r) + "." + k] = v;
       results[r] =
           Save(sd, faulty, {.checkpoint_id = id, .collective = &c}).status();
     });
@@ -145,12 +148,13 @@ TEST_P(ErrorOnAnyRankTest, SaveFailsOnEveryRankAndCommitsNothing) {
   std::vector<Status> results =
       SaveAll("ck", {.step = tc.step, .rank = tc.rank, .async = tc.async});
   for (int r = 0; r < kRanks; ++r) {
-    EXPECT_THAT(results[r],
-                StatusIs(StatusCode::kIOError,
-                         AllOf(HasSubstr("save of checkpoint 'ck' failed on "
-                                         "rank " + std::to_string(tc.rank) +
-                                         " at " + tc.step),
-                               HasSubstr("injected fault"))))
+    EXPECT_THAT(
+        results[r],
+        StatusIs(StatusCode::kIOError,
+                 AllOf(HasSubstr("save of checkpoint 'ck' failed on "
+                                 "rank " +
+                                 std::to_string(tc.rank) + " at " + tc.step),
+                       HasSubstr("injected fault"))))
         << "rank " << r;
   }
   ASSERT_OK_AND_ASSIGN(auto list, store_->List());
@@ -171,8 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"set_up_storage_writer", kCoordinator, false},
                       Case{"prepare_local_plan", 2, false},
                       Case{"prepare_global_plan", kCoordinator, false},
-                      Case{"write_data", 2, false},
-                      Case{"write_data", 0, true},
+                      Case{"write_data", 2, false}, Case{"write_data", 0, true},
                       Case{"write_data", kCoordinator, true},
                       Case{"finish", kCoordinator, false}),
     CaseName);
@@ -192,15 +195,17 @@ TEST_P(LoadErrorOnAnyRankTest, LoadFailsOnEveryRank) {
     ASSERT_OK(reader);
     FaultyReader faulty(reader->get(), fault, r);
     into[r] = EmptyExampleStateDict();
-    results[r] = Load(&into[r].dict, faulty, {.checkpoint_id = "ck", .collective = &c});
+    results[r] =
+        Load(&into[r].dict, faulty, {.checkpoint_id = "ck", .collective = &c});
   });
   for (int r = 0; r < kRanks; ++r) {
-    EXPECT_THAT(results[r],
-                StatusIs(StatusCode::kIOError,
-                         AllOf(HasSubstr("load of checkpoint 'ck' failed on "
-                                         "rank " + std::to_string(tc.rank) +
-                                         " at " + tc.step),
-                               HasSubstr("injected fault"))))
+    EXPECT_THAT(
+        results[r],
+        StatusIs(StatusCode::kIOError,
+                 AllOf(HasSubstr("load of checkpoint 'ck' failed on "
+                                 "rank " +
+                                 std::to_string(tc.rank) + " at " + tc.step),
+                       HasSubstr("injected fault"))))
         << "rank " << r;
   }
   // The checkpoint is untouched and loads.
@@ -229,9 +234,9 @@ TEST_F(StoreTest, FailuresOnSeveralRanksAreAllNamed) {
     Fault fault{.step = r == 0 ? "prepare_local_plan" : "set_up_storage_writer",
                 .rank = r == 1 ? -1 : r};
     FaultyWriter faulty(writer->get(), fault);
-    results[r] = Save(states[r].dict, faulty,
-                      {.checkpoint_id = "ck", .collective = &c})
-                     .status();
+    results[r] =
+        Save(states[r].dict, faulty, {.checkpoint_id = "ck", .collective = &c})
+            .status();
   });
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_THAT(results[r],

@@ -60,8 +60,8 @@ std::vector<std::vector<Box>> Blocks(int64_t rows, int64_t cols) {
   std::vector<std::vector<Box>> out(4);
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) {
-      out[i * 2 + j].push_back({{rp[i].first, cp[j].first},
-                                {rp[i].second, cp[j].second}});
+      out[i * 2 + j].push_back(
+          {{rp[i].first, cp[j].first}, {rp[i].second, cp[j].second}});
     }
   }
   return out;
@@ -92,7 +92,8 @@ class MultiRankTest : public StoreTest {
       st.dtype = DType::kFloat32;
       st.global_size = {kRows, kCols};
       for (const Box& b : boxes) {
-        st.local_shards.push_back({b.offsets, global_.view.Narrow(b.offsets, b.sizes)});
+        st.local_shards.push_back(
+            {b.offsets, global_.view.Narrow(b.offsets, b.sizes)});
       }
       sd["w"] = st;
     }
@@ -115,8 +116,8 @@ class MultiRankTest : public StoreTest {
         return;
       }
       StateDict sd = SaveDictFor(layout[r]);
-      results[r] = Save(sd, **writer, {.checkpoint_id = id, .collective = &c})
-                       .status();
+      results[r] =
+          Save(sd, **writer, {.checkpoint_id = id, .collective = &c}).status();
     });
     for (int r = 0; r < n; ++r) ASSERT_OK(results[r]) << "rank " << r;
   }
@@ -201,10 +202,9 @@ class MultiRankTest : public StoreTest {
         own = std::move(opened).value();
         store = own.get();
       }
-      auto writer = store->NewWriter(r == coordinator
-                                         ? coordinator_options
-                                         : RocksDBWriterOptions{
-                                               .max_piece_bytes = 16});
+      auto writer = store->NewWriter(
+          r == coordinator ? coordinator_options
+                           : RocksDBWriterOptions{.max_piece_bytes = 16});
       ASSERT_OK(writer);
       StateDict sd = SaveDictFor(layout[r]);
       results[r] =
@@ -320,8 +320,8 @@ TEST_F(MultiRankTest, EveryRanksWriterReportsTheCommittedSaveId) {
     std::vector<Status> results(n);
     RunRanks(n, 1, [&](int r, Collective& c) {
       // Rank 2 holds nothing.
-      StateDict sd = r == 2 ? StateDict{}
-                            : SaveDictFor(Rows(kRows, kCols, 2)[r]);
+      StateDict sd =
+          r == 2 ? StateDict{} : SaveDictFor(Rows(kRows, kCols, 2)[r]);
       results[r] =
           Save(sd, *writers[r], {.checkpoint_id = "s", .collective = &c})
               .status();
@@ -369,7 +369,8 @@ TEST_F(MultiRankTest, EachRankReadsOnlyThePiecesItNeeds) {
   });
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(pieces[r], 4u) << "rank " << r;  // 16 rows / 4 rows a piece.
-    EXPECT_TRUE(SameTensor(dest[r].view, big.view.Narrow({16 * r, 0}, {16, 16})));
+    EXPECT_TRUE(
+        SameTensor(dest[r].view, big.view.Narrow({16 * r, 0}, {16, 16})));
   }
 }
 

@@ -27,16 +27,16 @@ TEST_F(StoreTest, ALoadThatRunsOutOfMemorySaysSoNamingTheItem) {
   CloseStore();
   // 64 MiB more than the child uses once its store is open: too little
   // for the item, enough to fail cleanly.
-  ChildOutput child = RunChildAs(-1, {"load-capped", store_path(), "big",
-                                      "blob", "64"});
+  ChildOutput child =
+      RunChildAs(-1, {"load-capped", store_path(), "big", "blob", "64"});
   EXPECT_EQ(child.exit_code, 3) << child.out;
   std::printf("capped load: %s", child.out.c_str());
   EXPECT_THAT(child.out,
               AllOf(HasSubstr("ResourceExhausted"), HasSubstr("'big'"),
                     HasSubstr("item 'blob'"), HasSubstr("out of memory")));
   // With room, the same child loads it: the cap, not the checkpoint, failed.
-  ChildOutput roomy = RunChildAs(-1, {"load-capped", store_path(), "big",
-                                      "blob", "2048"});
+  ChildOutput roomy =
+      RunChildAs(-1, {"load-capped", store_path(), "big", "blob", "2048"});
   EXPECT_EQ(roomy.exit_code, 0) << roomy.out;
 #endif
 }

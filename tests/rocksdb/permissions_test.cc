@@ -54,7 +54,8 @@ class PermissionsTest : public ::testing::Test {
   std::string base_, store_;
 };
 
-TEST_F(PermissionsTest, AUserWhoCantWriteTheStoreGetsTheRealErrorAndCanInspectIt) {
+TEST_F(PermissionsTest,
+       AUserWhoCantWriteTheStoreGetsTheRealErrorAndCanInspectIt) {
   SaveOne();
   ChildOutput rw = RunChildAs(kNobody, {"open", store_, "rw"});
   EXPECT_EQ(rw.exit_code, 3);
@@ -84,24 +85,27 @@ TEST_F(PermissionsTest, AStoreDirectoryTheUserMayNotReadSaysSo) {
   ASSERT_EQ(chmod(base_.c_str(), 0700), 0);
   ChildOutput out = RunChildAs(kNobody, {"open", store_, "ro"});
   EXPECT_EQ(out.exit_code, 3);
-  EXPECT_THAT(out.out, AllOf(StartsWith("IOError: cannot open store '" + store_),
-                             HasSubstr("Permission denied: this process may "
-                                       "not reach the store's directory"),
-                             Not(HasSubstr("does not exist"))));
+  EXPECT_THAT(out.out,
+              AllOf(StartsWith("IOError: cannot open store '" + store_),
+                    HasSubstr("Permission denied: this process may "
+                              "not reach the store's directory"),
+                    Not(HasSubstr("does not exist"))));
   ASSERT_EQ(chmod(base_.c_str(), 0755), 0);
 }
 
 TEST_F(PermissionsTest, AReadOnlyLockFileIsNotBusy) {
   SaveOne();
   // Everything writable by nobody but the LOCK file.
-  for (const fs::directory_entry& e : fs::recursive_directory_iterator(store_)) {
+  for (const fs::directory_entry& e :
+       fs::recursive_directory_iterator(store_)) {
     ASSERT_EQ(chmod(e.path().c_str(), e.is_directory() ? 0777 : 0666), 0);
   }
   ASSERT_EQ(chmod(store_.c_str(), 0777), 0);
   ASSERT_EQ(chmod((store_ + "/LOCK").c_str(), 0444), 0);
   ChildOutput rw = RunChildAs(kNobody, {"open", store_, "rw"});
   EXPECT_EQ(rw.exit_code, 3);
-  EXPECT_THAT(rw.out, AllOf(HasSubstr("while open a file for lock: " + store_ + "/LOCK"),
+  EXPECT_THAT(rw.out, AllOf(HasSubstr("while open a file for lock: " + store_ +
+                                      "/LOCK"),
                             HasSubstr("Permission denied"),
                             Not(HasSubstr("locked by another process"))));
 }
@@ -113,7 +117,9 @@ TEST_F(PermissionsTest, AStoreOnAReadOnlyMountOpensReadOnlyOnly) {
       << std::strerror(errno);
   store_ = mount_dir + "/store";
   SaveOne();
-  ASSERT_EQ(mount(nullptr, mount_dir.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0)
+  ASSERT_EQ(mount(nullptr, mount_dir.c_str(), nullptr, MS_REMOUNT | MS_RDONLY,
+                  nullptr),
+            0)
       << std::strerror(errno);
   ChildOutput rw = RunChildAs(-1, {"open", store_, "rw"});
   ChildOutput ro = RunChildAs(-1, {"open", store_, "ro"});

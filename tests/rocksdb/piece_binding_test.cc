@@ -58,13 +58,13 @@ std::string AsVersionOne(const format::DecodedPiece& piece) {
   const auto offsets = fbb.CreateVector(h.chunk_offsets);
   const auto sizes = fbb.CreateVector(h.chunk_sizes);
   const auto data = fbb.CreateVector(piece.data, piece.size);
-  fbb.Finish(fb::CreateChunkPiece(
-                 fbb, format::kUnboundPieceFormatVersion,
-                 static_cast<fb::ItemKind>(h.kind),
-                 static_cast<fb::DType>(h.dtype), offsets, sizes, h.piece,
-                 h.num_pieces, h.byte_offset, h.byte_length,
-                 format::Xxh3(piece.data, piece.size), data),
-             format::kPieceIdentifier);
+  fbb.Finish(
+      fb::CreateChunkPiece(fbb, format::kUnboundPieceFormatVersion,
+                           static_cast<fb::ItemKind>(h.kind),
+                           static_cast<fb::DType>(h.dtype), offsets, sizes,
+                           h.piece, h.num_pieces, h.byte_offset, h.byte_length,
+                           format::Xxh3(piece.data, piece.size), data),
+      format::kPieceIdentifier);
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                      fbb.GetSize());
 }
@@ -72,10 +72,10 @@ std::string AsVersionOne(const format::DecodedPiece& piece) {
 // `info` encoded as format version 1 wrote it, before pieces were bound.
 std::string StorageInfoVersionOne(const format::StorageInfo& info) {
   flatbuffers::FlatBufferBuilder fbb;
-  fbb.Finish(fb::CreateStorageInfo(fbb, 1, static_cast<fb::ItemKind>(info.kind),
-                                   info.length, info.num_pieces,
-                                   info.piece_bytes),
-             format::kStorageInfoIdentifier);
+  fbb.Finish(
+      fb::CreateStorageInfo(fbb, 1, static_cast<fb::ItemKind>(info.kind),
+                            info.length, info.num_pieces, info.piece_bytes),
+      format::kStorageInfoIdentifier);
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                      fbb.GetSize());
 }
@@ -166,8 +166,8 @@ TEST_F(PieceBindingTest, SwappedPiecesOfTwoSameSizeItemsFailLoadAndVerify) {
   std::vector<std::string> damaged;
   for (const DamagedItem& d : report.checkpoints[0].damaged_items) {
     damaged.push_back(d.fqn);
-    EXPECT_THAT(d.first_problem, StatusIs(StatusCode::kCorruption,
-                                          HasSubstr("another key")));
+    EXPECT_THAT(d.first_problem,
+                StatusIs(StatusCode::kCorruption, HasSubstr("another key")));
   }
   EXPECT_THAT(damaged, UnorderedElementsAre("a", "b"));
 }
@@ -183,10 +183,11 @@ TEST_F(PieceBindingTest, UnboundPiecesInACheckpointOfBoundOnesAreRefused) {
   OpenStore();
   Twins into = ZeroTwins();
   StateDict dict = into.Dict();
-  EXPECT_THAT(LoadDict(&dict, kId),
-              StatusIs(StatusCode::kCorruption,
-                       AllOf(HasSubstr("'twins'"),
-                             HasSubstr("format version 1, not bound to its key"))));
+  EXPECT_THAT(
+      LoadDict(&dict, kId),
+      StatusIs(StatusCode::kCorruption,
+               AllOf(HasSubstr("'twins'"),
+                     HasSubstr("format version 1, not bound to its key"))));
   ASSERT_OK_AND_ASSIGN(VerifyReport report,
                        store_->Verify({.checkpoint_ids = {kId}}));
   ASSERT_EQ(report.checkpoints.size(), 1u);

@@ -42,15 +42,16 @@ TEST_F(StoreTest, ReadOnlyReadersSurviveAWriterInAnotherProcess) {
       } else {
         // Deleted after this store opened (its pieces went with it), or
         // being saved while it opened: what happened, never "damaged".
-        EXPECT_THAT(s, AnyOf(StatusIs(StatusCode::kNotFound,
-                                      HasSubstr("was deleted after this read-only "
-                                                "store opened")),
-                             StatusIs(StatusCode::kNotFound,
-                                      HasSubstr("changed while this read-only store "
-                                                "opened")),
-                             StatusIs(StatusCode::kAborted,
-                                      HasSubstr("it is intact on disk: open the "
-                                                "store again"))))
+        EXPECT_THAT(
+            s, AnyOf(StatusIs(StatusCode::kNotFound,
+                              HasSubstr("was deleted after this read-only "
+                                        "store opened")),
+                     StatusIs(StatusCode::kNotFound,
+                              HasSubstr("changed while this read-only store "
+                                        "opened")),
+                     StatusIs(StatusCode::kAborted,
+                              HasSubstr("it is intact on disk: open the "
+                                        "store again"))))
             << c.id;
         ++vanished;
       }
@@ -59,8 +60,10 @@ TEST_F(StoreTest, ReadOnlyReadersSurviveAWriterInAnotherProcess) {
   EXPECT_EQ(writer.exit_code(), 0);
   EXPECT_GT(opens, 1);
   EXPECT_GT(loaded, 0);
-  std::printf("race: %d read-only opens, %d loads, %d checkpoints deleted under a reader\n",
-              opens, loaded, vanished);
+  std::printf(
+      "race: %d read-only opens, %d loads, %d checkpoints deleted under a "
+      "reader\n",
+      opens, loaded, vanished);
 }
 
 }  // namespace

@@ -17,11 +17,10 @@ RawStore::RawStore(const std::string& path) {
   EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const std::string& name : names) {
-    descriptors.emplace_back(
-        name,
-        name == rocksdb::kDefaultColumnFamilyName
-            ? rocksdb::ColumnFamilyOptions()
-            : rocksdb::ColumnFamilyOptions(CheckpointColumnFamilyOptions()));
+    descriptors.emplace_back(name, name == rocksdb::kDefaultColumnFamilyName
+                                       ? rocksdb::ColumnFamilyOptions()
+                                       : rocksdb::ColumnFamilyOptions(
+                                             CheckpointColumnFamilyOptions()));
   }
   rocksdb::DB* db = nullptr;
   rocksdb::Status s =

@@ -26,8 +26,7 @@ class RawStore {
   RawStore& operator=(const RawStore&) = delete;
 
   std::string Get(const std::string& cf, std::string_view key);
-  void Put(const std::string& cf, std::string_view key,
-           std::string_view value);
+  void Put(const std::string& cf, std::string_view key, std::string_view value);
   void Delete(const std::string& cf, std::string_view key);
 
  private:

@@ -660,9 +660,9 @@ TEST_F(ReaderTest, BadThreadCountOrSpanIsInvalidArgument) {
                        AllOf(HasSubstr("read_threads"), HasSubstr("-1"))));
   RocksDBReaderOptions options;
   options.direct_span_bytes = (1ull << 30) + 1;
-  EXPECT_THAT(store_->NewReader(options),
-              StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("direct_span_bytes")));
+  EXPECT_THAT(
+      store_->NewReader(options),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("direct_span_bytes")));
   // The bounds themselves are fine.
   options.direct_span_bytes = 1ull << 30;
   EXPECT_OK(store_->NewReader(options));

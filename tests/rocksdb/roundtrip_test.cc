@@ -12,7 +12,8 @@ class RoundTripTest : public StoreTest {
  protected:
   // Saves `sd` as `id`, loads it into zeroed tensors of the same shapes and
   // empty strings, and expects every value back bit for bit.
-  void ExpectRoundTrip(const StateDict& sd, const RocksDBWriterOptions& wo = {}) {
+  void ExpectRoundTrip(const StateDict& sd,
+                       const RocksDBWriterOptions& wo = {}) {
     const std::string id = "rt-" + std::to_string(++counter_);
     ASSERT_OK(SaveDict(sd, id, wo));
     std::vector<OwnedTensor> storage;
@@ -31,7 +32,8 @@ class RoundTripTest : public StoreTest {
       if (const auto* t = std::get_if<TensorView>(&value)) {
         EXPECT_TRUE(SameTensor(std::get<TensorView>(into[fqn]), *t)) << fqn;
       } else {
-        EXPECT_EQ(std::get<std::string>(into[fqn]), std::get<std::string>(value))
+        EXPECT_EQ(std::get<std::string>(into[fqn]),
+                  std::get<std::string>(value))
             << fqn;
       }
     }
@@ -100,7 +102,7 @@ TEST_F(RoundTripTest, ByteItemsEmptySmallAndLarge) {
 TEST_F(RoundTripTest, FqnsWithSpecialCharacters) {
   std::vector<OwnedTensor> ts;
   StateDict sd;
-  const char* names[] = {"a@b",        "c#d",  "e%f",         "g/h/i",
+  const char* names[] = {"a@b",        "c#d",      "e%f",       "g/h/i",
                          "with space", "ünï/çødé", "tab\there", "@#%"};
   uint64_t seed = 0;
   for (const char* n : names) {

@@ -197,9 +197,9 @@ TEST(SoakTest, SavesLoadsAndRetentionStayFlat) {
            "wal_bytes manifest_bytes log_bytes\n";
     for (size_t i = 0; i < samples.size(); ++i) {
       const Sample& x = samples[i];
-      out << i << ' ' << x.rss << ' ' << x.cache << ' ' << x.fds << ' ' << x.threads << ' '
-          << x.disk << ' ' << x.wal << ' ' << x.manifest << ' ' << x.log
-          << '\n';
+      out << i << ' ' << x.rss << ' ' << x.cache << ' ' << x.fds << ' '
+          << x.threads << ' ' << x.disk << ' ' << x.wal << ' ' << x.manifest
+          << ' ' << x.log << '\n';
     }
   }
   const size_t tenth = samples.size() / 10;
@@ -225,21 +225,22 @@ TEST(SoakTest, SavesLoadsAndRetentionStayFlat) {
   std::printf("soak: %zu cycles, %" PRIu64 " live bytes at the end\n", n,
               live_bytes);
   for (const Row& r : rows) {
-    std::printf("  %-10s cycles %zu-%zu: at most %" PRIu64 "; last %zu: at "
+    std::printf("  %-10s cycles %zu-%zu: at most %" PRIu64
+                "; last %zu: at "
                 "most %" PRIu64 " (bound +%" PRIu64 ")\n",
                 r.what, tenth, 2 * tenth - 1, r.early, tenth, r.late, r.bound);
     EXPECT_LE(r.late, r.early + r.bound) << r.what << " grew";
   }
   const Row bounded[] = {
-      {"WAL bytes", 0, MaxOver(samples, 0, n, [](const Sample& s) {
-         return s.wal;
-       }), 2 * store_options.max_total_wal_size},
-      {"MANIFEST", 0, MaxOver(samples, 0, n, [](const Sample& s) {
-         return s.manifest;
-       }), kMaxManifestBytes + (1ull << 20)},
-      {"LOG bytes", 0, MaxOver(samples, 0, n, [](const Sample& s) {
-         return s.log;
-       }), 2 * kStoreLogMaxBytes},
+      {"WAL bytes", 0,
+       MaxOver(samples, 0, n, [](const Sample& s) { return s.wal; }),
+       2 * store_options.max_total_wal_size},
+      {"MANIFEST", 0,
+       MaxOver(samples, 0, n, [](const Sample& s) { return s.manifest; }),
+       kMaxManifestBytes + (1ull << 20)},
+      {"LOG bytes", 0,
+       MaxOver(samples, 0, n, [](const Sample& s) { return s.log; }),
+       2 * kStoreLogMaxBytes},
   };
   for (const Row& r : bounded) {
     std::printf("  %-10s at most %" PRIu64 " (bound %" PRIu64 ")\n", r.what,

@@ -42,9 +42,9 @@ ExampleState MakeExample(uint64_t seed, bool zero, bool weights) {
   s.tensors.reserve(3);
   auto add = [&](const std::string& fqn, DType dtype,
                  std::vector<int64_t> sizes, uint64_t salt) {
-    s.tensors.push_back(zero ? ZeroTensor(dtype, std::move(sizes))
-                             : RandomTensor(dtype, std::move(sizes),
-                                            seed * 31 + salt));
+    s.tensors.push_back(
+        zero ? ZeroTensor(dtype, std::move(sizes))
+             : RandomTensor(dtype, std::move(sizes), seed * 31 + salt));
     s.dict[fqn] = s.tensors.back().view;
   };
   add("model.layers.0.attn.w", DType::kBFloat16, {48, 100}, 1);
@@ -76,7 +76,8 @@ ExampleState EmptyExampleStateDict() { return MakeExample(0, true, false); }
     if (const auto* t = std::get_if<TensorView>(&value)) {
       auto r = SameTensor(std::get<TensorView>(it->second), *t);
       if (!r) return r << " (" << fqn << ")";
-    } else if (std::get<std::string>(it->second) != std::get<std::string>(value)) {
+    } else if (std::get<std::string>(it->second) !=
+               std::get<std::string>(value)) {
       return ::testing::AssertionFailure() << "bytes differ: " << fqn;
     }
   }

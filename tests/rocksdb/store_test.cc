@@ -69,7 +69,8 @@ TEST_F(StoreTest, KeepLastDeletesAllButTheNewestByCreatedTime) {
   // Saved in this order: "m" is the oldest and "a" the newest, so created
   // time, not id order, decides.
   ExampleState state = ExampleStateDict(1);
-  for (const char* id : {"m", "z", "b", "a"}) ASSERT_OK(SaveDict(state.dict, id));
+  for (const char* id : {"m", "z", "b", "a"})
+    ASSERT_OK(SaveDict(state.dict, id));
   ASSERT_OK_AND_ASSIGN(RetentionReport report, store_->KeepLast(2));
   EXPECT_THAT(report.kept, ElementsAre("a", "b"));
   EXPECT_THAT(report.deleted, ElementsAre("m", "z"));
@@ -90,16 +91,15 @@ TEST_F(StoreTest, KeepLastDeletesAllButTheNewestByCreatedTime) {
   ASSERT_OK(SaveDict(state.dict, "y"));
   CloseStore();
   OpenStore({.read_only = true});
-  EXPECT_THAT(store_->KeepLast(1),
-              StatusIs(StatusCode::kFailedPrecondition,
-                       HasSubstr("having deleted none")));
+  EXPECT_THAT(store_->KeepLast(1), StatusIs(StatusCode::kFailedPrecondition,
+                                            HasSubstr("having deleted none")));
 }
 
 TEST_F(StoreTest, IdsAtTheLimitSaveInEveryScript) {
   // 128 bytes each, or as close as the script's characters allow.
   std::string ascii(128, 'a'), latin, cjk, emoji;
-  while (latin.size() + 2 <= 128) latin += "\xc3\xa9";     // é
-  while (cjk.size() + 3 <= 128) cjk += "\xe6\xa3\x80";    // 检
+  while (latin.size() + 2 <= 128) latin += "\xc3\xa9";          // é
+  while (cjk.size() + 3 <= 128) cjk += "\xe6\xa3\x80";          // 检
   while (emoji.size() + 4 <= 128) emoji += "\xf0\x9f\x98\x80";  // 😀
   const std::string mixed = "step/./..%#@" + cjk.substr(0, 116);
   ExampleState state = ExampleStateDict(2);
@@ -162,7 +162,8 @@ TEST_F(StoreTest, WalKeepsEveryCommitUnlessMaxTotalWalSizeBoundsIt) {
   const uint64_t empty = wal_bytes();
   uint64_t one_commit = 0;
   for (int i = 0; i < kSaves; ++i) {
-    ASSERT_OK(Save(sd, *writer, {.checkpoint_id = "step-" + std::to_string(i)}));
+    ASSERT_OK(
+        Save(sd, *writer, {.checkpoint_id = "step-" + std::to_string(i)}));
     if (i == 0) one_commit = wal_bytes() - empty;
     if (i >= 2) {
       ASSERT_OK(store_->Delete("step-" + std::to_string(i - 2)));
@@ -198,9 +199,9 @@ TEST_F(StoreTest, StoreLockedByAnotherProcessIsBusy) {
   {
     LockHolder holder(store_path());
     ASSERT_TRUE(holder.ready());
-    EXPECT_THAT(Store::Open(store_path()),
-                StatusIs(StatusCode::kBusy,
-                         HasSubstr("is locked by another process")));
+    EXPECT_THAT(
+        Store::Open(store_path()),
+        StatusIs(StatusCode::kBusy, HasSubstr("is locked by another process")));
     // Read-only opens still work while the other process holds it.
     StoreOptions ro;
     ro.read_only = true;
@@ -224,8 +225,8 @@ TEST_F(StoreTest, ReadOnlyStoreLoadsButDoesNotWrite) {
   ExampleState into = EmptyExampleStateDict();
   ASSERT_OK(Load(&into.dict, *reader, {.checkpoint_id = "c"}));
   EXPECT_TRUE(IsExampleState(into, 3));
-  EXPECT_THAT(ro->NewWriter(),
-              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("read-only")));
+  EXPECT_THAT(ro->NewWriter(), StatusIs(StatusCode::kFailedPrecondition,
+                                        HasSubstr("read-only")));
   EXPECT_THAT(ro->Delete("c"), StatusIs(StatusCode::kFailedPrecondition,
                                         HasSubstr("read-only")));
 }
@@ -245,14 +246,16 @@ TEST_F(StoreTest, APathThatIsAFileIsNotADirectory) {
     SCOPED_TRACE(read_only ? "read-only" : "read-write");
     EXPECT_THAT(Store::Open(file, {.read_only = read_only}),
                 StatusIs(StatusCode::kInvalidArgument,
-                         "store '" + file + "' is not a directory (a regular "
-                         "file is there): a store is a directory that "
-                         "RocksDB's files are in"));
+                         "store '" + file +
+                             "' is not a directory (a regular "
+                             "file is there): a store is a directory that "
+                             "RocksDB's files are in"));
   }
   EXPECT_THAT(Store::Open(file + "/store"),
               StatusIs(StatusCode::kInvalidArgument,
-                       "store '" + file + "/store' is not a directory: a "
-                       "component of its path is a file"));
+                       "store '" + file +
+                           "/store' is not a directory: a "
+                           "component of its path is a file"));
 }
 
 // Opened with reclaim_torn_saves off, as `rocksdcp gc` does: the leftovers
@@ -331,9 +334,8 @@ TEST_P(CrashTest, ReadWriteOpenReclaimsWhatAnInterruptedSaveLeft) {
   }
   EXPECT_THAT(StagingEntries(store_path()), IsEmpty());
   const std::set<std::string> want =
-      stage == "after_write"
-          ? std::set<std::string>{"default", "kept", "ck"}
-          : std::set<std::string>{"default", "kept"};
+      stage == "after_write" ? std::set<std::string>{"default", "kept", "ck"}
+                             : std::set<std::string>{"default", "kept"};
   EXPECT_EQ(ColumnFamiliesOnDisk(store_path()), want);
   ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage(/*dry_run=*/true));
   EXPECT_THAT(gc.dropped_column_families, IsEmpty());
@@ -352,12 +354,14 @@ TEST_P(CrashTest, InterruptedOverwriteKeepsOldOrNewCheckpoint) {
   OpenStore();
   ExampleState into = EmptyExampleStateDict();
   ASSERT_OK(LoadDict(&into.dict, "ck"));
-  EXPECT_TRUE(IsExampleState(into, stage == std::string("after_write") ? 11 : 10));
+  EXPECT_TRUE(
+      IsExampleState(into, stage == std::string("after_write") ? 11 : 10));
   ASSERT_OK_AND_ASSIGN(GcReport gc, store_->CollectGarbage());
   ASSERT_OK_AND_ASSIGN(auto list, store_->List());
   ASSERT_EQ(list.size(), 1u);
   ASSERT_OK(LoadDict(&into.dict, "ck"));
-  EXPECT_TRUE(IsExampleState(into, stage == std::string("after_write") ? 11 : 10));
+  EXPECT_TRUE(
+      IsExampleState(into, stage == std::string("after_write") ? 11 : 10));
   // Exactly one column family remains for the id.
   ASSERT_OK_AND_ASSIGN(gc, store_->CollectGarbage(/*dry_run=*/true));
   EXPECT_THAT(gc.dropped_column_families, IsEmpty());
@@ -403,9 +407,9 @@ TEST_F(StoreTest, SameIdSavedByTwoWritersAtOnceIsBusy) {
   ASSERT_OK(w1->Reset("same"));
   ASSERT_OK(w1->SetUpStorageWriter(true, 0, 1));
   ASSERT_OK(w2->Reset("same"));
-  EXPECT_THAT(w2->SetUpStorageWriter(true, 0, 1),
-              StatusIs(StatusCode::kBusy,
-                       HasSubstr("'same' is already being saved")));
+  EXPECT_THAT(
+      w2->SetUpStorageWriter(true, 0, 1),
+      StatusIs(StatusCode::kBusy, HasSubstr("'same' is already being saved")));
   w1.reset();  // Abandons its save and releases the id.
   ASSERT_OK_AND_ASSIGN(auto w3, store_->NewWriter());
   ASSERT_OK(w3->Reset("same"));
@@ -456,10 +460,10 @@ TEST_F(StoreTest, FollowerStoreOnlyWritesStaging) {
   options.follower = true;
   // No RocksDB is opened, so this works while store_ holds the lock.
   ASSERT_OK_AND_ASSIGN(auto follower, Store::Open(store_path(), options));
-  EXPECT_THAT(follower->List(), StatusIs(StatusCode::kFailedPrecondition,
-                                         HasSubstr("follower")));
-  EXPECT_THAT(follower->NewReader(), StatusIs(StatusCode::kFailedPrecondition,
-                                              HasSubstr("follower")));
+  EXPECT_THAT(follower->List(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("follower")));
+  EXPECT_THAT(follower->NewReader(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("follower")));
   ASSERT_OK_AND_ASSIGN(auto writer, follower->NewWriter());
   ASSERT_OK(writer->Reset("x"));
   EXPECT_THAT(writer->SetUpStorageWriter(/*is_coordinator=*/true, 0, 2),

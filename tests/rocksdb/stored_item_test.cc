@@ -74,9 +74,9 @@ TEST(StoredItemTest, AnEntryAtNoChunksOffsetsIsCorruption) {
   const MetadataIndex stray("t", {kChunks + 3, 0});
   m.storage_data.emplace(stray, format::EncodeStorageInfo(info));
   ChunkFinder chunks;
-  EXPECT_THAT(LookupStoredItem(m, stray, true, chunks),
-              StatusIs(StatusCode::kCorruption,
-                       HasSubstr("no chunk at that offset")));
+  EXPECT_THAT(
+      LookupStoredItem(m, stray, true, chunks),
+      StatusIs(StatusCode::kCorruption, HasSubstr("no chunk at that offset")));
 }
 
 }  // namespace

@@ -98,7 +98,8 @@ int OpenAndList(const std::string& path, const std::string& mode) {
   options.create_if_missing = false;
   auto store = Store::Open(path, options);
   Result<std::vector<CheckpointInfo>> list =
-      store.ok() ? (*store)->List() : Result<std::vector<CheckpointInfo>>(store.status());
+      store.ok() ? (*store)->List()
+                 : Result<std::vector<CheckpointInfo>>(store.status());
   if (!list.ok()) {
     std::printf("%s\n", list.status().ToString().c_str());
     return 3;
@@ -119,7 +120,8 @@ int Churn(const std::string& path, int n) {
       so.checkpoint_id = "c" + std::to_string(i);
       ROCKSDCP_RETURN_IF_ERROR(Save(state.dict, *writer, so).status());
       ROCKSDCP_RETURN_IF_ERROR(store->KeepLast(2).status());
-      if (i % 4 == 3) ROCKSDCP_RETURN_IF_ERROR(store->CollectGarbage().status());
+      if (i % 4 == 3)
+        ROCKSDCP_RETURN_IF_ERROR(store->CollectGarbage().status());
     }
     return Status::OK();
   }();
@@ -155,7 +157,8 @@ uint64_t AddressSpaceBytes() {
 
 int LoadCapped(const std::string& path, const std::string& id,
                const std::string& fqn, int64_t mib) {
-  auto store = Store::Open(path, {.create_if_missing = false, .read_only = true});
+  auto store =
+      Store::Open(path, {.create_if_missing = false, .read_only = true});
   if (!store.ok()) {
     std::printf("%s\n", store.status().ToString().c_str());
     return 2;

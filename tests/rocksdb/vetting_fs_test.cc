@@ -44,15 +44,16 @@ void FlushedBy(const std::string& path, rocksdb::CompressionType compression,
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.compression = compression;
   std::vector<std::string> names;
-  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names)
-                  .ok());
+  ASSERT_TRUE(
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names).ok());
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const std::string& name : names) descriptors.emplace_back(name, cf_options);
+  for (const std::string& name : names)
+    descriptors.emplace_back(name, cf_options);
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), path, descriptors,
-                                &handles, &raw)
-                  .ok());
+  ASSERT_TRUE(
+      rocksdb::DB::Open(rocksdb::DBOptions(), path, descriptors, &handles, &raw)
+          .ok());
   std::unique_ptr<rocksdb::DB> db(raw);
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == cf_name) change(*db, handles[i]);
@@ -104,7 +105,8 @@ class VettingFsTest : public StoreTest {
   }
 };
 
-TEST(BlockClaimLimitTest, SixteenMiBThenThirtyTwoTimesTheFileThenTheLargestValue) {
+TEST(BlockClaimLimitTest,
+     SixteenMiBThenThirtyTwoTimesTheFileThenTheLargestValue) {
   EXPECT_EQ(BlockClaimLimit(0), 16ull << 20);
   EXPECT_EQ(BlockClaimLimit(4096), 16ull << 20);
   EXPECT_EQ(BlockClaimLimit(1ull << 20), 32ull << 20);

@@ -422,9 +422,10 @@ TEST_F(WriterTest, ResetWithSaveIdRecordsTheCallersSaveId) {
 TEST_F(WriterTest, ResetWithSaveIdRefusesIdsThatCannotNameAFile) {
   ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter());
   for (const char* bad : {"", "../x", "a b", "x/y"}) {
-    EXPECT_THAT(writer->ResetWithSaveId("c", bad),
-                StatusIs(StatusCode::kInvalidArgument,
-                         HasSubstr("is not 1 to 64 characters of [0-9A-Za-z_-]")))
+    EXPECT_THAT(
+        writer->ResetWithSaveId("c", bad),
+        StatusIs(StatusCode::kInvalidArgument,
+                 HasSubstr("is not 1 to 64 characters of [0-9A-Za-z_-]")))
         << bad;
   }
   EXPECT_THAT(writer->ResetWithSaveId("c", std::string(65, 'a')),

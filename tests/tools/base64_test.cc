@@ -30,9 +30,9 @@ TEST(Base64Test, RoundTripsEveryByteValue) {
 
 TEST(Base64Test, DecodeIsStrict) {
   EXPECT_EQ(Base64Decode("Zm9vYmFy"), "foobar");
-  for (const char* bad : {"Zg", "Zg=", "Zh==", "Zm9=", "Zg==Zg==", "=Zg=",
-                          "Zm9v\n", " Zm9v", "Zm9v YmFy", "Zm-v", "Z===",
-                          "===="}) {
+  for (const char* bad :
+       {"Zg", "Zg=", "Zh==", "Zm9=", "Zg==Zg==", "=Zg=", "Zm9v\n", " Zm9v",
+        "Zm9v YmFy", "Zm-v", "Z===", "===="}) {
     EXPECT_FALSE(Base64Decode(bad).has_value()) << "'" << bad << "'";
   }
   EXPECT_FALSE(Base64Decode(std::string("Zm\0v", 4)).has_value());

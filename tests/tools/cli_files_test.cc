@@ -35,8 +35,8 @@ TEST_F(CliFilesTest, DumpWritesOneTensor) {
   SaveExamples({"ck"});
   CloseStore();
   const std::string npy = dir_.Sub("bias.npy");
-  CliRun r = RunJson({"dump", store_path(), "ck", "model.norm.bias", "--npy",
-                      npy});
+  CliRun r =
+      RunJson({"dump", store_path(), "ck", "model.norm.bias", "--npy", npy});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.json["fqn"].str(), "model.norm.bias");
   EXPECT_EQ(r.json["npy"].str(), npy);
@@ -123,19 +123,17 @@ TEST_F(CliFilesTest, CompressedCheckpointsDumpExportAndImportAsPlainOnes) {
   const StateDict sd{
       {"w", w.view}, {"v", v.view}, {"config", std::string(3000, 'c')}};
   ASSERT_OK(SaveDict(sd, "plain", {.max_piece_bytes = 16384}));
-  ASSERT_OK(SaveDict(sd, "packed",
-                     {.compression = Compression::kBytePlaneZstd,
-                      .max_piece_bytes = 16384}));
+  ASSERT_OK(SaveDict(
+      sd, "packed",
+      {.compression = Compression::kBytePlaneZstd, .max_piece_bytes = 16384}));
   CloseStore();
   const std::string a = dir_.Sub("a"), b = dir_.Sub("b");
   CliRun d = Run({"dump", store_path(), "packed", "v", "--npy", a});
   ASSERT_EQ(d.exit_code, 0) << d.err;
-  ASSERT_EQ(Run({"dump", store_path(), "plain", "v", "--npy", b}).exit_code,
-            0);
+  ASSERT_EQ(Run({"dump", store_path(), "plain", "v", "--npy", b}).exit_code, 0);
   EXPECT_EQ(tools::ReadFile(a), tools::ReadFile(b));
-  ASSERT_EQ(Run({"export", store_path(), "packed", "--safetensors", a})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Run({"export", store_path(), "packed", "--safetensors", a}).exit_code, 0);
   ASSERT_EQ(
       Run({"export", store_path(), "plain", "--safetensors", b}).exit_code, 0);
   EXPECT_EQ(tools::ReadFile(a), tools::ReadFile(b));
@@ -166,10 +164,11 @@ TEST_F(CliFilesTest, BadStoreIdFqnOrFileFailsNamingIt) {
   const std::string missing = dir_.Sub("no-such-store");
   const std::string out = dir_.Sub("out");
   const std::string good_file = dir_.Sub("ck.safetensors");
-  ASSERT_EQ(Run({"export", store_path(), "ck", "--safetensors", good_file})
-                .exit_code,
-            0);
-  tools::WriteFile(dir_.Sub("bad.safetensors"), "\x10\0\0\0\0\0\0\0{not json}   ");
+  ASSERT_EQ(
+      Run({"export", store_path(), "ck", "--safetensors", good_file}).exit_code,
+      0);
+  tools::WriteFile(dir_.Sub("bad.safetensors"),
+                   "\x10\0\0\0\0\0\0\0{not json}   ");
   const struct {
     std::vector<std::string> args;
     std::string names;
@@ -200,9 +199,8 @@ TEST_F(CliFilesTest, ImportChecksFileAndIdBeforeCreatingTheStore) {
   SaveExamples({"ck"});
   CloseStore();
   const std::string good = dir_.Sub("ck.safetensors");
-  ASSERT_EQ(Run({"export", store_path(), "ck", "--safetensors", good})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Run({"export", store_path(), "ck", "--safetensors", good}).exit_code, 0);
   const std::string fresh = dir_.Sub("fresh");
   tools::WriteFile(dir_.Sub("bad.safetensors"), std::string(7, '\0'));
   const struct {
@@ -227,9 +225,8 @@ TEST_F(CliFilesTest, ReadsWorkOnALockedStoreAndImportSaysItIsLocked) {
   SaveExamples({"ck"});
   CloseStore();
   const std::string file = dir_.Sub("ck.safetensors");
-  ASSERT_EQ(Run({"export", store_path(), "ck", "--safetensors", file})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Run({"export", store_path(), "ck", "--safetensors", file}).exit_code, 0);
   LockHolder holder(store_path());
   ASSERT_TRUE(holder.ready());
 
@@ -252,10 +249,10 @@ TEST_F(CliFilesTest, ExportAndImportDrawAProgressBarOnATerminal) {
   SaveExamples({"ck"});
   CloseStore();
   const std::string file = dir_.Sub("ck.safetensors");
-  EXPECT_THAT(
-      RunWithTerminalStderr({"export", store_path(), "ck", "--safetensors",
-                             file}),
-      AllOf(HasSubstr("exporting ["), HasSubstr("100%"), HasSubstr("4/4 items")));
+  EXPECT_THAT(RunWithTerminalStderr(
+                  {"export", store_path(), "ck", "--safetensors", file}),
+              AllOf(HasSubstr("exporting ["), HasSubstr("100%"),
+                    HasSubstr("4/4 items")));
   EXPECT_THAT(RunWithTerminalStderr({"import", file, store_path(), "again"}),
               AllOf(HasSubstr("importing ["), HasSubstr("100%")));
   CliRun quiet = Run({"export", store_path(), "ck", "--safetensors", file});
@@ -280,10 +277,11 @@ TEST_F(CliFilesTest, JsonIsValidAndTextIsSafeWhateverTheNamesHold) {
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_THAT(text.out, AllOf(HasSubstr("caf\\xe9\\x01\\x1b[31m"),
                               Not(HasSubstr("\x1b")), Not(HasSubstr("\xe9"))));
-  CliRun missing = Run({"dump", store_path(), "ck", "\x1b[2J", "--npy",
-                        dir_.Sub("x.npy")});
+  CliRun missing =
+      Run({"dump", store_path(), "ck", "\x1b[2J", "--npy", dir_.Sub("x.npy")});
   EXPECT_EQ(missing.exit_code, kFailed);
-  EXPECT_THAT(missing.err, AllOf(HasSubstr("\\x1b[2J"), Not(HasSubstr("\x1b"))));
+  EXPECT_THAT(missing.err,
+              AllOf(HasSubstr("\\x1b[2J"), Not(HasSubstr("\x1b"))));
 }
 
 TEST_F(CliFilesTest, IdsOutsideUtf8ListAsValidJsonAndSafeText) {
@@ -291,8 +289,7 @@ TEST_F(CliFilesTest, IdsOutsideUtf8ListAsValidJsonAndSafeText) {
   ASSERT_OK(SaveDict({{"w", std::string("v")}}, "caf\xe9"));
   ASSERT_OK(SaveDict({{"w", std::string("v")}}, "x\xc2\x9by"));
   CloseStore();
-  EXPECT_THAT(ListedIds(),
-              ElementsAre("caf\xef\xbf\xbd", "x\xc2\x9by"));
+  EXPECT_THAT(ListedIds(), ElementsAre("caf\xef\xbf\xbd", "x\xc2\x9by"));
   CliRun text = Run({"ls", store_path()});
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_THAT(text.out, AllOf(HasSubstr("caf\\xe9"), HasSubstr("x\\xc2\\x9by"),

@@ -73,14 +73,13 @@ namespace {
 
 CliRun CliTest::Run(const std::vector<std::string>& args,
                     const std::string& stdout_path) {
-  const std::string out = stdout_path.empty() ? dir_.Sub("cli.out")
-                                              : stdout_path;
+  const std::string out =
+      stdout_path.empty() ? dir_.Sub("cli.out") : stdout_path;
   const std::string err = dir_.Sub("cli.err");
   pid_t pid = fork();
   if (pid == 0) {
     ExecCli(args, open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            run_as_uid_);
+            open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), run_as_uid_);
   }
   int status = 0;
   waitpid(pid, &status, 0);
@@ -99,7 +98,8 @@ CliRun CliTest::RunIntoClosedPipe(const std::vector<std::string>& args) {
   const std::string err = dir_.Sub("cli.err");
   pid_t pid = fork();
   if (pid == 0) {
-    ExecCli(args, fds[1], open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    ExecCli(args, fds[1],
+            open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
   }
   close(fds[1]);
   int status = 0;
@@ -174,8 +174,8 @@ std::string CliTest::RunWithTerminalStderr(
 void CliTest::SaveExamples(const std::vector<std::string>& ids) {
   uint64_t seed = 0;
   for (const std::string& id : ids) {
-    ASSERT_OK(SaveDict(ExampleStateDict(++seed).dict, id,
-                       {.max_piece_bytes = 4096}));
+    ASSERT_OK(
+        SaveDict(ExampleStateDict(++seed).dict, id, {.max_piece_bytes = 4096}));
   }
 }
 
@@ -183,7 +183,8 @@ std::vector<std::string> CliTest::ListedIds() {
   CliRun r = RunJson({"ls", store_path()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> ids;
-  for (const Json& c : r.json["checkpoints"].arr()) ids.push_back(c["id"].str());
+  for (const Json& c : r.json["checkpoints"].arr())
+    ids.push_back(c["id"].str());
   return ids;
 }
 

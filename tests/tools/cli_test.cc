@@ -285,8 +285,8 @@ TEST_F(CliTest, IncrementalSavesAreAccountedAndMaterialized) {
   EXPECT_EQ(base["freed_by_delete"].num(), 0);  // step-200 needs it.
   EXPECT_LT(incr["stored_bytes"].num(), base["stored_bytes"].num());
   CliRun text = Run({"ls", store_path()});
-  EXPECT_THAT(text.out, AllOf(HasSubstr("OWN"), HasSubstr("SHARED"),
-                              HasSubstr("FREES")));
+  EXPECT_THAT(text.out,
+              AllOf(HasSubstr("OWN"), HasSubstr("SHARED"), HasSubstr("FREES")));
   CliRun info = Run({"info", store_path(), "step-200"});
   ASSERT_EQ(info.exit_code, 0) << info.err;
   EXPECT_THAT(info.out, HasSubstr("referenced in step-100"));
@@ -352,8 +352,8 @@ TEST_F(CliTest, DiffSaysWhichItemsChanged) {
 
   CliRun missing = Run({"diff", store_path(), "a", "nope"});
   EXPECT_EQ(missing.exit_code, kFailed);
-  EXPECT_THAT(missing.err, AllOf(HasSubstr("rocksdcp diff: NotFound"),
-                                 HasSubstr("'nope'")));
+  EXPECT_THAT(missing.err,
+              AllOf(HasSubstr("rocksdcp diff: NotFound"), HasSubstr("'nope'")));
 }
 
 TEST_F(CliTest, BadStoreOrIdFailsNamingIt) {
@@ -457,8 +457,8 @@ TEST_F(CliTest, VerifyListsEveryCorruptedItemAndFails) {
   CliRun text = Run({"verify", store_path()});
   EXPECT_EQ(text.exit_code, kCorrupt);
   EXPECT_THAT(text.out,
-              HasSubstr("victim: CORRUPTED (" + std::to_string(want_bad.size()) +
-                        " damaged items"));
+              HasSubstr("victim: CORRUPTED (" +
+                        std::to_string(want_bad.size()) + " damaged items"));
   EXPECT_THAT(text.out,
               AllOf(HasSubstr("good: ok"), HasSubstr("victim: CORRUPTED"),
                     HasSubstr("model.layers.0.attn.w")));
@@ -533,8 +533,7 @@ TEST_F(CliTest, GcSaysWhatItWouldFreeAndFrees) {
 TEST_F(CliTest, GcSaysAnOverwrittenCheckpointsOldColumnFamilyIsNotTheLiveOne) {
   SaveExamples({"step-62"});
   CloseStore();
-  ASSERT_EQ(RunChild({"save", store_path(), "step-62", "5", "after_write"}),
-            0);
+  ASSERT_EQ(RunChild({"save", store_path(), "step-62", "5", "after_write"}), 0);
   // The overwrite committed into a fresh column family.
   const std::string live = "step-62~1";
   ASSERT_THAT(Run({"info", store_path(), "step-62"}).out, HasSubstr(live));
@@ -567,10 +566,9 @@ TEST_F(CliTest, ReadCommandsWorkOnALockedStoreAndWritesSaySoPlainly) {
   EXPECT_EQ(Run({"verify", store_path(), "ck"}).exit_code, 0);
 
   for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{
-           {"rm", store_path(), "ck"},
-           {"keep-last", store_path(), "0"},
-           {"gc", store_path()}}) {
+       std::vector<std::vector<std::string>>{{"rm", store_path(), "ck"},
+                                             {"keep-last", store_path(), "0"},
+                                             {"gc", store_path()}}) {
     CliRun r = Run(args);
     EXPECT_EQ(r.exit_code, kFailed) << args[0];
     EXPECT_THAT(r.err, AllOf(HasSubstr("is locked by another process"),

@@ -67,11 +67,11 @@ TEST_F(OutFileTest, RefusesWhatIsNoRegularFile) {
   EXPECT_THAT(dir.Open(), StatusIs(StatusCode::kInvalidArgument,
                                    HasSubstr("not a regular file")));
   OutFile dev("/dev/null");
-  EXPECT_THAT(dev.Open(), StatusIs(StatusCode::kInvalidArgument,
-                                   HasSubstr("'/dev/null'")));
+  EXPECT_THAT(dev.Open(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("'/dev/null'")));
   OutFile nodir(Out("none/f"));
-  EXPECT_THAT(nodir.Open(), StatusIs(StatusCode::kIOError,
-                                     HasSubstr("none/f")));
+  EXPECT_THAT(nodir.Open(),
+              StatusIs(StatusCode::kIOError, HasSubstr("none/f")));
 }
 
 TEST_F(OutFileTest, CtrlCRemovesTheTemporaryFile) {

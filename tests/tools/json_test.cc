@@ -21,13 +21,13 @@ TEST(JsonTest, IsUtf8FollowsRfc3629) {
   EXPECT_TRUE(IsUtf8(""));
   EXPECT_TRUE(IsUtf8("plain ascii"));
   EXPECT_TRUE(IsUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
-  EXPECT_FALSE(IsUtf8("caf\xe9"));              // Latin-1.
-  EXPECT_FALSE(IsUtf8("\xc0\x80"));             // Overlong NUL.
-  EXPECT_FALSE(IsUtf8("\xe0\x80\xaf"));         // Overlong '/'.
-  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));         // A surrogate, U+D800.
-  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));     // Past U+10FFFF.
-  EXPECT_FALSE(IsUtf8("\xe2\x82"));             // Truncated.
-  EXPECT_FALSE(IsUtf8("\x80"));                 // A lone continuation.
+  EXPECT_FALSE(IsUtf8("caf\xe9"));               // Latin-1.
+  EXPECT_FALSE(IsUtf8("\xc0\x80"));              // Overlong NUL.
+  EXPECT_FALSE(IsUtf8("\xe0\x80\xaf"));          // Overlong '/'.
+  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));          // A surrogate, U+D800.
+  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));      // Past U+10FFFF.
+  EXPECT_FALSE(IsUtf8("\xe2\x82"));              // Truncated.
+  EXPECT_FALSE(IsUtf8("\x80"));                  // A lone continuation.
   EXPECT_FALSE(IsUtf8("\xf8\x88\x80\x80\x80"));  // Five bytes.
 }
 
@@ -45,20 +45,33 @@ TEST(JsonTest, StringsAreEscapedAndAlwaysUtf8) {
 TEST(JsonTest, WriterNestsAndSeparates) {
   JsonWriter w;
   w.BeginObject()
-      .Key("a").Int(-1)
-      .Key("b").BeginArray().Uint(2).Bool(true).Null().EndArray()
-      .Key("c").IntArray({3, 4})
-      .Key("d").BeginObject().EndObject()
-      .Key("\xff").String("x")
+      .Key("a")
+      .Int(-1)
+      .Key("b")
+      .BeginArray()
+      .Uint(2)
+      .Bool(true)
+      .Null()
+      .EndArray()
+      .Key("c")
+      .IntArray({3, 4})
+      .Key("d")
+      .BeginObject()
+      .EndObject()
+      .Key("\xff")
+      .String("x")
       .EndObject();
-  EXPECT_EQ(w.str(), R"({"a":-1,"b":[2,true,null],"c":[3,4],"d":{},"\ufffd":"x"})");
+  EXPECT_EQ(w.str(),
+            R"({"a":-1,"b":[2,true,null],"c":[3,4],"d":{},"\ufffd":"x"})");
 }
 
 TEST(JsonTest, ParsesWhatTheWriterWrites) {
   JsonWriter w;
   w.BeginObject()
-      .Key("name").String("caf\xc3\xa9\n\x01\"")
-      .Key("shape").IntArray({2, 3})
+      .Key("name")
+      .String("caf\xc3\xa9\n\x01\"")
+      .Key("shape")
+      .IntArray({2, 3})
       .EndObject();
   ASSERT_OK_AND_ASSIGN(Json v, ParseJson(w.str(), "the test"));
   ASSERT_EQ(v.kind, Json::kObject);
@@ -72,7 +85,8 @@ TEST(JsonTest, ParsesWhatTheWriterWrites) {
 TEST(JsonTest, DecodesEscapesAndNumbers) {
   ASSERT_OK_AND_ASSIGN(
       Json v, ParseJson(R"([ "\u00e9\ud83d\ude00\/", 18446744073709551615,
-                            -1, 1.5, 2e3, true, false, null ])", "x"));
+                            -1, 1.5, 2e3, true, false, null ])",
+                        "x"));
   ASSERT_EQ(v.array.size(), 8u);
   EXPECT_EQ(v.array[0].string, "\xc3\xa9\xf0\x9f\x98\x80/");
   EXPECT_EQ(v.array[1].integer, 18446744073709551615u);
@@ -108,16 +122,17 @@ TEST(JsonTest, RefusesWhatRfc8259Refuses) {
       {"// c\n{}", "unexpected character"},
   };
   for (const auto& c : cases) {
-    EXPECT_THAT(ParseJson(c.text, "the test").status(),
-                StatusIs(StatusCode::kCorruption,
-                         ::testing::AllOf(HasSubstr("of the test"),
-                                          HasSubstr(c.why))))
+    EXPECT_THAT(
+        ParseJson(c.text, "the test").status(),
+        StatusIs(StatusCode::kCorruption,
+                 ::testing::AllOf(HasSubstr("of the test"), HasSubstr(c.why))))
         << c.text;
   }
 }
 
 TEST(JsonTest, AllowsSixtyFourLevels) {
-  EXPECT_OK(ParseJson(std::string(64, '[') + std::string(64, ']'), "x").status());
+  EXPECT_OK(
+      ParseJson(std::string(64, '[') + std::string(64, ']'), "x").status());
 }
 
 TEST(JsonTest, FindsADuplicateAmongManyKeys) {
@@ -128,16 +143,17 @@ TEST(JsonTest, FindsADuplicateAmongManyKeys) {
     text += "\"k" + std::to_string(i) + "\":0,";
   }
   ASSERT_OK(ParseJson(text + "\"end\":0}", "x").status());
-  EXPECT_THAT(ParseJson(text + "\"k7\":0}", "x").status(),
-              StatusIs(StatusCode::kCorruption, HasSubstr("duplicate key \"k7\"")));
+  EXPECT_THAT(
+      ParseJson(text + "\"k7\":0}", "x").status(),
+      StatusIs(StatusCode::kCorruption, HasSubstr("duplicate key \"k7\"")));
 }
 
 TEST(JsonReaderTest, ReadsAnObjectMemberByMember) {
   // 1,000 members of 3 values each, each read through a bound of 3 values.
   std::string text = "{";
   for (int i = 0; i < 1000; ++i) {
-    text += (i ? "," : "") + std::string("\"k") + std::to_string(i) +
-            "\":[" + std::to_string(i) + ",1]";
+    text += (i ? "," : "") + std::string("\"k") + std::to_string(i) + "\":[" +
+            std::to_string(i) + ",1]";
   }
   text += "}";
   JsonReader reader(text, "x");
@@ -227,10 +243,12 @@ TEST(JsonReaderTest, StopsAtTheFirstErrorOfTheCaller) {
 TEST(JsonTest, BoundsTheValuesItBuilds) {
   // [1,1,1,1]: five values, the array included.
   ASSERT_OK(ParseJson("[1,1,1,1]", "x", 5).status());
-  EXPECT_THAT(ParseJson("[1,1,1,1,1]", "x", 5).status(),
-              StatusIs(StatusCode::kCorruption, HasSubstr("more than 5 values")));
-  EXPECT_THAT(ParseJson("{\"a\":[1,{\"b\":2}]}", "x", 4).status(),
-              StatusIs(StatusCode::kCorruption, HasSubstr("more than 4 values")));
+  EXPECT_THAT(
+      ParseJson("[1,1,1,1,1]", "x", 5).status(),
+      StatusIs(StatusCode::kCorruption, HasSubstr("more than 5 values")));
+  EXPECT_THAT(
+      ParseJson("{\"a\":[1,{\"b\":2}]}", "x", 4).status(),
+      StatusIs(StatusCode::kCorruption, HasSubstr("more than 4 values")));
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ struct Npy {
       file.compare(0, 8, std::string("\x93NUMPY\x01\x00", 8)) != 0) {
     return ::testing::AssertionFailure() << "no .npy 1.0 magic";
   }
-  const size_t len = static_cast<uint8_t>(file[8]) |
-                     static_cast<uint8_t>(file[9]) << 8;
+  const size_t len =
+      static_cast<uint8_t>(file[8]) | static_cast<uint8_t>(file[9]) << 8;
   if ((10 + len) % 64 != 0 || file.size() < 10 + len ||
       file[10 + len - 1] != '\n') {
     return ::testing::AssertionFailure() << "header length " << len;
@@ -55,17 +55,17 @@ class NpyTest : public ToolsTest {
     }
     WriteFile(Out("want.bin"), bytes);
     std::string out;
-    const int rc = RunPython(
-        {"-c",
-         "import sys, numpy\n"
-         "a = numpy.load(sys.argv[1], allow_pickle=False)\n"
-         "want = open(sys.argv[4], 'rb').read()\n"
-         "assert str(a.shape) == sys.argv[2], a.shape\n"
-         "assert a.dtype == numpy.dtype(sys.argv[3]), a.dtype\n"
-         "assert a.flags['C_CONTIGUOUS'] and a.tobytes() == want\n"
-         "print('ok')\n",
-         path, shape, dtype, Out("want.bin")},
-        &out);
+    const int rc =
+        RunPython({"-c",
+                   "import sys, numpy\n"
+                   "a = numpy.load(sys.argv[1], allow_pickle=False)\n"
+                   "want = open(sys.argv[4], 'rb').read()\n"
+                   "assert str(a.shape) == sys.argv[2], a.shape\n"
+                   "assert a.dtype == numpy.dtype(sys.argv[3]), a.dtype\n"
+                   "assert a.flags['C_CONTIGUOUS'] and a.tobytes() == want\n"
+                   "print('ok')\n",
+                   path, shape, dtype, Out("want.bin")},
+                  &out);
     EXPECT_EQ(rc, 0) << "numpy.load refused or misread " << path;
     EXPECT_EQ(out, "ok\n");
   }
@@ -77,9 +77,8 @@ TEST_F(NpyTest, WritesHeaderAndDataThatNumpyLoads) {
   ASSERT_OK(DumpNpy(*store_, "ck", "w", Out("w.npy")));
   Npy npy;
   ASSERT_TRUE(ParseNpy(ReadFile(Out("w.npy")), &npy));
-  EXPECT_THAT(npy.header,
-              HasSubstr("{'descr': '<f4', 'fortran_order': False, "
-                        "'shape': (2, 3), }"));
+  EXPECT_THAT(npy.header, HasSubstr("{'descr': '<f4', 'fortran_order': False, "
+                                    "'shape': (2, 3), }"));
   EXPECT_EQ(npy.data, TensorBytes(t.view));
   ExpectNumpyLoads(Out("w.npy"), "(2, 3)", "<f4", TensorBytes(t.view));
 }
@@ -89,11 +88,9 @@ TEST_F(NpyTest, ShapesAndDTypes) {
   OwnedTensor vec = RandomTensor(DType::kUInt8, {5}, 3);
   OwnedTensor c = RandomTensor(DType::kComplex128, {1, 2, 1}, 4);
   OwnedTensor empty = RandomTensor(DType::kFloat16, {3, 0}, 5);
-  ASSERT_OK(SaveDict({{"s", scalar.view},
-                      {"v", vec.view},
-                      {"c", c.view},
-                      {"e", empty.view}},
-                     "ck"));
+  ASSERT_OK(SaveDict(
+      {{"s", scalar.view}, {"v", vec.view}, {"c", c.view}, {"e", empty.view}},
+      "ck"));
   const struct {
     std::string fqn, descr, shape;
     const OwnedTensor* t;
@@ -112,7 +109,8 @@ TEST_F(NpyTest, ShapesAndDTypes) {
                                       "', 'fortran_order': False, 'shape': " +
                                       k.shape + ", }"));
     EXPECT_EQ(npy.data, TensorBytes(k.t->view));
-    ExpectNumpyLoads(Out(k.fqn + ".npy"), k.shape, k.descr, TensorBytes(k.t->view));
+    ExpectNumpyLoads(Out(k.fqn + ".npy"), k.shape, k.descr,
+                     TensorBytes(k.t->view));
   }
 }
 
@@ -157,10 +155,10 @@ TEST_F(NpyTest, RefusesWhatNumpyCannotHold) {
   EXPECT_THAT(DumpNpy(*store_, "ck", "deep", Out("x.npy")),
               StatusIs(StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("'deep'"), HasSubstr("33 dimensions"))));
-  EXPECT_THAT(DumpNpy(*store_, "ck", "nope", Out("x.npy")),
-              StatusIs(StatusCode::kNotFound,
-                       AllOf(HasSubstr("checkpoint 'ck'"),
-                             HasSubstr("'nope'"))));
+  EXPECT_THAT(
+      DumpNpy(*store_, "ck", "nope", Out("x.npy")),
+      StatusIs(StatusCode::kNotFound,
+               AllOf(HasSubstr("checkpoint 'ck'"), HasSubstr("'nope'"))));
   EXPECT_THAT(DumpNpy(*store_, "missing", "w", Out("x.npy")),
               StatusIs(StatusCode::kNotFound, HasSubstr("missing")));
   EXPECT_THAT(ListDir(dir_.path().string()), ElementsAre("store"));
@@ -174,9 +172,9 @@ TEST_F(NpyTest, AFailedDumpLeavesTheTargetAsItWas) {
 
   // A directory, and a file the user may not write, are refused and kept.
   ASSERT_EQ(::mkdir(Out("dir").c_str(), 0755), 0);
-  EXPECT_THAT(DumpNpy(*store_, "ck", "w", Out("dir")),
-              StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("not a regular file")));
+  EXPECT_THAT(
+      DumpNpy(*store_, "ck", "w", Out("dir")),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("not a regular file")));
   WriteFile(Out("ro.npy"), "precious");
   ASSERT_EQ(::chmod(Out("ro.npy").c_str(), 0444), 0);
   if (::access(Out("ro.npy").c_str(), W_OK) != 0) {  // Not as root.

@@ -85,7 +85,8 @@ class SafetensorsTest : public ToolsTest {
     for (const std::string& n : names) sd[n] = std::string();
     EXPECT_OK(LoadDict(&sd, id, /*allow_partial_load=*/true));
     std::vector<std::string> out;
-    for (const std::string& n : names) out.push_back(std::get<std::string>(sd[n]));
+    for (const std::string& n : names)
+      out.push_back(std::get<std::string>(sd[n]));
     return out;
   }
 
@@ -109,7 +110,14 @@ TEST_F(SafetensorsTest, ExportFollowsTheSpec) {
   ASSERT_EQ(meta->kind, Json::kObject);
   EXPECT_EQ(Member(*meta, "text")->string,
             std::get<std::string>(example_.dict["text"]));
-  EXPECT_EQ(Member(*meta, "raw")->string, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+P0BBQkNERUZHSElKS0xNTk9QUVJTVFVWV1hZWltcXV5fYGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn+AgYKDhIWGh4iJiouMjY6PkJGSk5SVlpeYmZqbnJ2en6ChoqOkpaanqKmqq6ytrq+wsbKztLW2t7i5uru8vb6/wMHCw8TFxsfIycrLzM3Oz9DR0tPU1dbX2Nna29zd3t/g4eLj5OXm5+jp6uvs7e7v8PHy8/T19vf4+fr7/P3+/w==");
+  EXPECT_EQ(Member(*meta, "raw")->string,
+            "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMD"
+            "EyMzQ1Njc4OTo7PD0+"
+            "P0BBQkNERUZHSElKS0xNTk9QUVJTVFVWV1hZWltcXV5fYGFiY2RlZmdoaWprbG1ub3"
+            "BxcnN0dXZ3eHl6e3x9fn+"
+            "AgYKDhIWGh4iJiouMjY6PkJGSk5SVlpeYmZqbnJ2en6ChoqOkpaanqKmqq6ytrq+"
+            "wsbKztLW2t7i5uru8vb6/wMHCw8TFxsfIycrLzM3Oz9DR0tPU1dbX2Nna29zd3t/"
+            "g4eLj5OXm5+jp6uvs7e7v8PHy8/T19vf4+fr7/P3+/w==");
   EXPECT_EQ(Member(*meta, std::string(kBase64ItemsKey))->string,
             "[\"optimizer/state\",\"raw\"]");
 
@@ -176,9 +184,9 @@ TEST_F(SafetensorsTest, ExportStreamsThroughItsBuffer) {
   OwnedTensor c = RandomTensor(DType::kBool, {5}, 5);
   RocksDBWriterOptions options;
   options.max_piece_bytes = 4096;
-  ASSERT_OK(SaveDict(
-      {{"big", big.view}, {"a", a.view}, {"b", b.view}, {"c", c.view}}, "ck",
-      options));
+  ASSERT_OK(
+      SaveDict({{"big", big.view}, {"a", a.view}, {"b", b.view}, {"c", c.view}},
+               "ck", options));
   ASSERT_OK(ExportSafetensors(*store_, "ck", Out("ck.safetensors"), {},
                               /*buffer_bytes=*/4096));
   ASSERT_OK_AND_ASSIGN(SafetensorsFile f,
@@ -202,9 +210,9 @@ TEST_F(SafetensorsTest, ExportStreamsThroughItsBuffer) {
 }
 
 TEST_F(SafetensorsTest, ExportsEveryDTypeSafetensorsHas) {
-  const DType dtypes[] = {DType::kComplex64, DType::kFloat8E8M0FNU,
+  const DType dtypes[] = {DType::kComplex64,      DType::kFloat8E8M0FNU,
                           DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2,
-                          DType::kUInt64, DType::kBool};
+                          DType::kUInt64,         DType::kBool};
   StateDict sd;
   std::vector<OwnedTensor> owned;
   for (DType d : dtypes) {
@@ -224,7 +232,8 @@ TEST_F(SafetensorsTest, ExportsEveryDTypeSafetensorsHas) {
   }
   ASSERT_OK(LoadDict(&loaded, "back"));
   for (size_t i = 0; i < into.size(); ++i) {
-    EXPECT_EQ(TensorBytes(into[i].view), TensorBytes(owned[i].view)) << DTypeName(dtypes[i]);
+    EXPECT_EQ(TensorBytes(into[i].view), TensorBytes(owned[i].view))
+        << DTypeName(dtypes[i]);
   }
 }
 
@@ -234,8 +243,8 @@ TEST_F(SafetensorsTest, ExportRefusesWhatSafetensorsCannotHold) {
   ASSERT_OK(SaveDict({{"c", c.view}}, "complex128"));
   ASSERT_OK(SaveDict({{"caf\xe9", t.view}}, "latin1"));
   ASSERT_OK(SaveDict({{"__metadata__", t.view}}, "reserved"));
-  ASSERT_OK(SaveDict({{std::string(kBase64ItemsKey), std::string("x")}},
-                     "marker"));
+  ASSERT_OK(
+      SaveDict({{std::string(kBase64ItemsKey), std::string("x")}}, "marker"));
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"complex128", "has no safetensors dtype"},
       {"latin1", "not a name safetensors can hold"},
@@ -243,10 +252,10 @@ TEST_F(SafetensorsTest, ExportRefusesWhatSafetensorsCannotHold) {
       {"marker", "export's own"},
   };
   for (const auto& [id, why] : cases) {
-    EXPECT_THAT(ExportSafetensors(*store_, id, Out("x.safetensors")),
-                StatusIs(StatusCode::kInvalidArgument,
-                         AllOf(HasSubstr("checkpoint '" + id + "'"),
-                               HasSubstr(why))));
+    EXPECT_THAT(
+        ExportSafetensors(*store_, id, Out("x.safetensors")),
+        StatusIs(StatusCode::kInvalidArgument,
+                 AllOf(HasSubstr("checkpoint '" + id + "'"), HasSubstr(why))));
   }
   EXPECT_THAT(ExportSafetensors(*store_, "nope", Out("x.safetensors")),
               StatusIs(StatusCode::kNotFound, HasSubstr("nope")));
@@ -254,12 +263,12 @@ TEST_F(SafetensorsTest, ExportRefusesWhatSafetensorsCannotHold) {
 }
 
 TEST_F(SafetensorsTest, ExportRefusesByteItemsPastTheHeaderLimit) {
-  ASSERT_OK(SaveDict({{"blob", std::string(kMaxSafetensorsHeaderBytes, 'x')}},
-                     "ck"));
-  EXPECT_THAT(ExportSafetensors(*store_, "ck", Out("x.safetensors")),
-              StatusIs(StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("checkpoint 'ck'"),
-                             HasSubstr("100000000"))));
+  ASSERT_OK(
+      SaveDict({{"blob", std::string(kMaxSafetensorsHeaderBytes, 'x')}}, "ck"));
+  EXPECT_THAT(
+      ExportSafetensors(*store_, "ck", Out("x.safetensors")),
+      StatusIs(StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("checkpoint 'ck'"), HasSubstr("100000000"))));
   EXPECT_THAT(ListDir(dir_.path().string()), ElementsAre("store"));
 }
 
@@ -282,9 +291,9 @@ TEST_F(SafetensorsTest, AFailedExportLeavesTheTargetAsItWas) {
 
 TEST_F(SafetensorsTest, ExportImportRoundTripIsBitExact) {
   ExportedExample();
-  ASSERT_OK_AND_ASSIGN(TransferStats stats,
-                       ImportSafetensors(Out("ck.safetensors"), *store_,
-                                         "imported"));
+  ASSERT_OK_AND_ASSIGN(
+      TransferStats stats,
+      ImportSafetensors(Out("ck.safetensors"), *store_, "imported"));
   EXPECT_EQ(stats.tensors, 3u);
   EXPECT_EQ(stats.byte_items, 3u);
   auto loaded = EmptyExampleStateDict();
@@ -318,8 +327,10 @@ TEST_F(SafetensorsTest, ImportsAForeignFileVerbatim) {
   // with "base64:".
   const std::string header =
       "{\"b\": {\"dtype\": \"I16\", \"shape\": [2], \"data_offsets\": [4, 8]},"
-      " \"a\": {\"dtype\": \"U8\", \"shape\": [2, 2], \"data_offsets\": [0, 4]},"
-      " \"__metadata__\": {\"format\": \"pt\", \"n\\u00e9\": \"\\ud83d\\ude00\","
+      " \"a\": {\"dtype\": \"U8\", \"shape\": [2, 2], \"data_offsets\": [0, "
+      "4]},"
+      " \"__metadata__\": {\"format\": \"pt\", \"n\\u00e9\": "
+      "\"\\ud83d\\ude00\","
       " \"note\": \"base64:AAAA\"}}";
   WriteFile(Out("f.safetensors"),
             MakeFile(header, std::string("ABCD\x01\x00\x02\x00", 8)));
@@ -344,11 +355,13 @@ TEST_F(SafetensorsTest, ImportsEdgeCasesTheSpecAllows) {
       {"empty", "{}", "", 0},
       {"null metadata", "{\"__metadata__\": null}", "", 0},
       {"zero-size tensors at one offset",
-       "{\"z\": {\"dtype\": \"F32\", \"shape\": [0, 3], \"data_offsets\": [0, 0]},"
+       "{\"z\": {\"dtype\": \"F32\", \"shape\": [0, 3], \"data_offsets\": [0, "
+       "0]},"
        " \"y\": {\"dtype\": \"U8\", \"shape\": [0], \"data_offsets\": [0, 0]},"
        " \"x\": {\"dtype\": \"U8\", \"shape\": [4], \"data_offsets\": [0, 4]}}",
        "abcd", 3},
-      {"0-d", "{\"s\": {\"dtype\": \"I64\", \"shape\": [], \"data_offsets\": [0, 8]}}",
+      {"0-d",
+       "{\"s\": {\"dtype\": \"I64\", \"shape\": [], \"data_offsets\": [0, 8]}}",
        std::string(8, '\x01'), 1},
       {"fields safetensors ignores",
        "{\"a\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1],"
@@ -380,17 +393,24 @@ TEST_F(SafetensorsTest, ImportRejectsBadHeaders) {
       {"{" + ok_entry + ",}", "invalid JSON"},
       {"{" + ok_entry, "invalid JSON"},
       {"[1]", "not a JSON object"},
-      {"{\"a\": {\"dtype\": \"F31\", \"shape\": [2], \"data_offsets\": [0, 8]}}",
+      {"{\"a\": {\"dtype\": \"F31\", \"shape\": [2], \"data_offsets\": [0, "
+       "8]}}",
        "unknown dtype"},
-      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}",
+      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, "
+       "8]}}",
        "shape"},
-      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}",
+      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, "
+       "8]}}",
        "need 12"},
-      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}}",
+      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, "
+       "16]}}",
        "outside the data"},
-      {"{" + ok_entry + ", \"b\": {\"dtype\": \"U8\", \"shape\": [4], "
-       "\"data_offsets\": [4, 8]}}", "overlaps"},
-      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+      {"{" + ok_entry +
+           ", \"b\": {\"dtype\": \"U8\", \"shape\": [4], "
+           "\"data_offsets\": [4, 8]}}",
+       "overlaps"},
+      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, "
+       "4]}}",
        "cover 4 bytes"},
       {"{" + ok_entry + ", " + ok_entry + "}", "duplicate key"},
       {"{" + ok_entry + ", \"__metadata__\": {\"k\": \"1\", \"k\": \"2\"}}",
@@ -398,9 +418,11 @@ TEST_F(SafetensorsTest, ImportRejectsBadHeaders) {
       {"{" + ok_entry + ", \"__metadata__\": {\"k\": 1}}", "not a string"},
       {"{" + ok_entry + ", \"__metadata__\": [\"k\"]}", "not an object"},
       {"{" + ok_entry + ", \"__metadata__\": {\"k\": \"@@\", " + marker +
-       "\"[\\\"k\\\"]\"}}", "is not base64"},
+           "\"[\\\"k\\\"]\"}}",
+       "is not base64"},
       {"{" + ok_entry + ", \"__metadata__\": {" + marker +
-       "\"[\\\"gone\\\"]\"}}", "lacks"},
+           "\"[\\\"gone\\\"]\"}}",
+       "lacks"},
       {"{" + ok_entry + ", \"__metadata__\": {" + marker + "\"{}\"}}",
        "not an array of names"},
       {"{" + ok_entry + ", \"__metadata__\": {" + marker + "\"[\"}}",
@@ -408,12 +430,15 @@ TEST_F(SafetensorsTest, ImportRejectsBadHeaders) {
       {"{" + ok_entry + ", \"__metadata__\": {\"a\": \"x\"}}",
        "name of a tensor"},
       {"{\"a\": {\"dtype\": \"U8\", \"shape\": [" + dims65 +
-       "], \"data_offsets\": [0, 1]}, \"b\": {\"dtype\": \"U8\", \"shape\": [7],"
-       " \"data_offsets\": [1, 8]}}", "65 dimensions"},
+           "], \"data_offsets\": [0, 1]}, \"b\": {\"dtype\": \"U8\", "
+           "\"shape\": [7],"
+           " \"data_offsets\": [1, 8]}}",
+       "65 dimensions"},
       {"{" + ok_entry + "}\xff", "invalid JSON"},
       {"{\"a\": {\"dtype\": \"F32\", \"shape\": [0, 4611686018427387904, "
        "4611686018427387904], \"data_offsets\": [0, 0]}, \"b\": {\"dtype\": "
-       "\"U8\", \"shape\": [8], \"data_offsets\": [0, 8]}}", "shape too large"},
+       "\"U8\", \"shape\": [8], \"data_offsets\": [0, 8]}}",
+       "shape too large"},
   };
   for (const auto& [header, what] : cases) {
     SCOPED_TRACE(header);
@@ -434,10 +459,10 @@ TEST_F(SafetensorsTest, ImportBoundsWhatAHeaderCanMakeItBuild) {
             MakeFile("{\"a\": {\"dtype\": \"U8\", \"shape\": [" + dims +
                          "], \"data_offsets\": [0, 1]}}",
                      "x"));
-  EXPECT_THAT(ImportSafetensors(Out("big.safetensors"), *store_, "big"),
-              StatusIs(StatusCode::kCorruption,
-                       AllOf(HasSubstr("big.safetensors"),
-                             HasSubstr("values"))));
+  EXPECT_THAT(
+      ImportSafetensors(Out("big.safetensors"), *store_, "big"),
+      StatusIs(StatusCode::kCorruption,
+               AllOf(HasSubstr("big.safetensors"), HasSubstr("values"))));
 }
 
 TEST_F(SafetensorsTest, ReadsMoreTensorsThanOneJsonTreeCouldHold) {
@@ -450,7 +475,8 @@ TEST_F(SafetensorsTest, ReadsMoreTensorsThanOneJsonTreeCouldHold) {
     header += (i ? "," : "") + std::string("\"t") + std::to_string(i) +
               "\":{\"dtype\":\"U8\",\"shape\":[1,0],\"data_offsets\":[0,0]}";
   }
-  header += ",\"last\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+  header +=
+      ",\"last\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
   std::vector<SafetensorsTensor> tensors;
   std::vector<std::pair<std::string, std::string>> items;
   ASSERT_OK(ParseSafetensors(MakeFile(header, "x"), &tensors, &items).status());
@@ -473,10 +499,10 @@ TEST_F(SafetensorsTest, ImportRejectsTruncationsAndHugeHeaderSize) {
   std::string huge = file;
   huge[7] = '\x7f';
   WriteFile(Out("t.safetensors"), huge);
-  EXPECT_THAT(ImportSafetensors(Out("t.safetensors"), *store_, "t"),
-              StatusIs(StatusCode::kCorruption,
-                       AllOf(HasSubstr("t.safetensors"),
-                             HasSubstr("header size"))));
+  EXPECT_THAT(
+      ImportSafetensors(Out("t.safetensors"), *store_, "t"),
+      StatusIs(StatusCode::kCorruption,
+               AllOf(HasSubstr("t.safetensors"), HasSubstr("header size"))));
   // Cutting the file anywhere (the size, the JSON, the data) leaves a file
   // that does not add up.
   for (size_t len = 0; len < file.size(); len += len < 16 ? 1 : 37) {
@@ -655,8 +681,8 @@ TEST_F(SafetensorsTest, ImportSurvivesFlippedHeaderBytes) {
                                /*overwrite=*/true);
     if (!r.ok()) {
       ++rejected;
-      EXPECT_THAT(r.status().code(), AnyOf(StatusCode::kCorruption,
-                                           StatusCode::kInvalidArgument))
+      EXPECT_THAT(r.status().code(),
+                  AnyOf(StatusCode::kCorruption, StatusCode::kInvalidArgument))
           << "byte " << i << ": " << r.status().ToString();
       EXPECT_THAT(r.status().message(), HasSubstr("f.safetensors"));
     }

@@ -90,9 +90,9 @@ TEST_F(TensorStreamTest, StreamsShapesAndDTypesInOneLoad) {
       {ItemOf("f", four.view), ItemOf("s", scalar.view), ItemOf("v", vec.view),
        ItemOf("m", mat.view), ItemOf("c", cplx.view)},
       kMiB));
-  EXPECT_THAT(got_,
-              ElementsAre(TensorBytes(four.view), TensorBytes(scalar.view), TensorBytes(vec.view),
-                          TensorBytes(mat.view), TensorBytes(cplx.view)));
+  EXPECT_THAT(got_, ElementsAre(TensorBytes(four.view),
+                                TensorBytes(scalar.view), TensorBytes(vec.view),
+                                TensorBytes(mat.view), TensorBytes(cplx.view)));
   EXPECT_THAT(calls_, ElementsAre(0, 1, 2, 3, 4));
   EXPECT_EQ(loads_, 1);
 }
@@ -169,12 +169,14 @@ TEST_F(TensorStreamTest, BatchesSmallTensorsIntoOneLoad) {
   Save(dict);
   ASSERT_OK(Stream(items, kMiB));
   EXPECT_EQ(loads_, 1);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(got_[i], TensorBytes(tensors[i].view));
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(got_[i], TensorBytes(tensors[i].view));
 
   // Ten tensors fill 10 KiB exactly.
   ASSERT_OK(Stream(items, 10 * kKiB));
   EXPECT_EQ(loads_, 10);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(got_[i], TensorBytes(tensors[i].view));
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(got_[i], TensorBytes(tensors[i].view));
 }
 
 TEST_F(TensorStreamTest, ReadsTensorLargerThanBudgetInSlabsOfRows) {
@@ -228,8 +230,8 @@ TEST_F(TensorStreamTest, MixesBatchesAndSlabsInOrder) {
   ASSERT_OK(Stream({ItemOf("s1", s1.view), ItemOf("big", big.view),
                     ItemOf("s2", s2.view), ItemOf("s3", s3.view)},
                    400));
-  EXPECT_THAT(got_, ElementsAre(TensorBytes(s1.view), TensorBytes(big.view), TensorBytes(s2.view),
-                                TensorBytes(s3.view)));
+  EXPECT_THAT(got_, ElementsAre(TensorBytes(s1.view), TensorBytes(big.view),
+                                TensorBytes(s2.view), TensorBytes(s3.view)));
   EXPECT_THAT(calls_, ElementsAre(0, 1, 1, 1, 1, 2, 3));
   EXPECT_EQ(loads_, 1 + 4 + 1);
 }

@@ -84,27 +84,27 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const std::string& kind,
   namespace optim = torch::optim;
   std::unique_ptr<optim::Optimizer> o;
   if (kind == "adam") {
-    o = std::make_unique<optim::Adam>(
-        Groups(net), configured ? optim::AdamOptions(0.01)
-                                      .betas({0.8, 0.95})
-                                      .eps(1e-7)
-                                      .weight_decay(0.02)
-                                      .amsgrad(true)
-                                : optim::AdamOptions());
+    o = std::make_unique<optim::Adam>(Groups(net),
+                                      configured ? optim::AdamOptions(0.01)
+                                                       .betas({0.8, 0.95})
+                                                       .eps(1e-7)
+                                                       .weight_decay(0.02)
+                                                       .amsgrad(true)
+                                                 : optim::AdamOptions());
   } else if (kind == "adamw") {
-    o = std::make_unique<optim::AdamW>(
-        Groups(net), configured ? optim::AdamWOptions(0.005)
-                                      .betas({0.85, 0.99})
-                                      .eps(1e-6)
-                                      .weight_decay(0.05)
-                                : optim::AdamWOptions());
+    o = std::make_unique<optim::AdamW>(Groups(net),
+                                       configured ? optim::AdamWOptions(0.005)
+                                                        .betas({0.85, 0.99})
+                                                        .eps(1e-6)
+                                                        .weight_decay(0.05)
+                                                  : optim::AdamWOptions());
   } else if (kind == "sgd") {
     o = std::make_unique<optim::SGD>(
-        Groups(net), configured ? optim::SGDOptions(0.05)
-                                      .momentum(0.9)
-                                      .dampening(0.1)
-                                      .weight_decay(0.001)
-                                : optim::SGDOptions(0.1));
+        Groups(net),
+        configured
+            ? optim::SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(
+                  0.001)
+            : optim::SGDOptions(0.1));
   } else if (kind == "rmsprop") {
     o = std::make_unique<optim::RMSprop>(
         Groups(net), configured ? optim::RMSpropOptions(0.01)
@@ -233,8 +233,7 @@ std::string Json(const std::string& kind, InteropNet& net,
 // ---- main ----
 
 int Fail(const char* what, const rocksdcp::Status& s) {
-  std::fprintf(stderr, "interop_trainer: %s: %s\n", what,
-               s.ToString().c_str());
+  std::fprintf(stderr, "interop_trainer: %s: %s\n", what, s.ToString().c_str());
   return 1;
 }
 
@@ -261,9 +260,8 @@ int Run(int argc, char** argv) {
     }
     flags[flag] = argv[i + 1];
   }
-  if (argc % 2 != 0 || !flags.count("--store") ||
-      !flags.count("--id") || !flags.count("--optimizer") ||
-      (command != "save" && command != "load") ||
+  if (argc % 2 != 0 || !flags.count("--store") || !flags.count("--id") ||
+      !flags.count("--optimizer") || (command != "save" && command != "load") ||
       (command == "load") != (flags.count("--resave") > 0)) {
     return Usage();
   }

@@ -31,10 +31,17 @@ struct OptimizerCase {
 // The keys of a param group of Python's optimizer of each kind (torch
 // 2.15), params aside: what DCP's flattened optimizer state has under
 // param_groups.<param>.
-const std::set<std::string> kAdamHyper = {
-    "lr",       "betas",      "eps",            "weight_decay",
-    "amsgrad",  "maximize",   "foreach",        "capturable",
-    "differentiable", "fused", "decoupled_weight_decay"};
+const std::set<std::string> kAdamHyper = {"lr",
+                                          "betas",
+                                          "eps",
+                                          "weight_decay",
+                                          "amsgrad",
+                                          "maximize",
+                                          "foreach",
+                                          "capturable",
+                                          "differentiable",
+                                          "fused",
+                                          "decoupled_weight_decay"};
 const std::set<std::string> kSgdHyper = {
     "lr",       "momentum", "dampening",      "weight_decay", "nesterov",
     "maximize", "foreach",  "differentiable", "fused"};
@@ -42,56 +49,68 @@ const std::set<std::string> kRmspropHyper = {
     "lr",       "alpha",      "eps",     "weight_decay", "momentum",
     "centered", "capturable", "foreach", "maximize",     "differentiable"};
 const std::set<std::string> kAdagradHyper = {
-    "lr",      "lr_decay", "weight_decay", "initial_accumulator_value",
-    "eps",     "foreach",  "maximize",     "differentiable", "fused"};
+    "lr",   "lr_decay", "weight_decay", "initial_accumulator_value",
+    "eps",  "foreach",  "maximize",     "differentiable",
+    "fused"};
 
 std::vector<OptimizerCase> Cases() {
   using P = std::vector<optim::OptimizerParamGroup>;
   return {
       {"Adam",
-       [](P p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions(0.01)); },
-       {"exp_avg", "exp_avg_sq", "step"}, kAdamHyper},
+       [](P p) {
+         return std::make_unique<optim::Adam>(p, optim::AdamOptions(0.01));
+       },
+       {"exp_avg", "exp_avg_sq", "step"},
+       kAdamHyper},
       {"AdamAmsgrad",
        [](P p) {
          return std::make_unique<optim::Adam>(
              p, optim::AdamOptions(0.01).amsgrad(true).weight_decay(0.01));
        },
-       {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"}, kAdamHyper},
+       {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"},
+       kAdamHyper},
       {"AdamW",
        [](P p) {
          return std::make_unique<optim::AdamW>(
              p, optim::AdamWOptions(0.01).betas({0.8, 0.95}));
        },
-       {"exp_avg", "exp_avg_sq", "step"}, kAdamHyper},
+       {"exp_avg", "exp_avg_sq", "step"},
+       kAdamHyper},
       {"SGDMomentum",
        [](P p) {
          return std::make_unique<optim::SGD>(
              p, optim::SGDOptions(0.05).momentum(0.9).dampening(0.1));
        },
-       {"momentum_buffer"}, kSgdHyper},
+       {"momentum_buffer"},
+       kSgdHyper},
       {"SGDNesterov",
        [](P p) {
          return std::make_unique<optim::SGD>(
              p, optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
        },
-       {"momentum_buffer"}, kSgdHyper},
+       {"momentum_buffer"},
+       kSgdHyper},
       {"RMSprop",
        [](P p) {
-         return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions(0.01));
+         return std::make_unique<optim::RMSprop>(p,
+                                                 optim::RMSpropOptions(0.01));
        },
-       {"square_avg", "step"}, kRmspropHyper},
+       {"square_avg", "step"},
+       kRmspropHyper},
       {"RMSpropCenteredMomentum",
        [](P p) {
          return std::make_unique<optim::RMSprop>(
              p, optim::RMSpropOptions(0.01).momentum(0.5).centered(true));
        },
-       {"square_avg", "momentum_buffer", "grad_avg", "step"}, kRmspropHyper},
+       {"square_avg", "momentum_buffer", "grad_avg", "step"},
+       kRmspropHyper},
       {"Adagrad",
        [](P p) {
          return std::make_unique<optim::Adagrad>(
              p, optim::AdagradOptions(0.1).initial_accumulator_value(0.1));
        },
-       {"sum", "step"}, kAdagradHyper},
+       {"sum", "step"},
+       kAdagradHyper},
   };
 }
 
@@ -111,7 +130,8 @@ std::vector<OptimizerCase> Cases() {
   }
   for (const auto& [fqn, value] : x) {
     auto it = y.find(fqn);
-    if (it == y.end()) return ::testing::AssertionFailure() << fqn << " missing";
+    if (it == y.end())
+      return ::testing::AssertionFailure() << fqn << " missing";
     if (value.index() != it->second.index()) {
       return ::testing::AssertionFailure() << fqn << " differs in kind";
     }
@@ -127,19 +147,23 @@ std::vector<OptimizerCase> Cases() {
 }
 
 class TorchOptimizerTest : public TorchStoreTest,
-                           public ::testing::WithParamInterface<OptimizerCase> {};
+                           public ::testing::WithParamInterface<OptimizerCase> {
+};
 
 TEST_P(TorchOptimizerTest, SavesPythonsFlattenedNames) {
   Net net(4, 1);
   auto optimizer = GetParam().make({net->parameters()});
   for (uint64_t s = 1; s <= 2; ++s) TrainStep(net, *optimizer, s);
-  ASSERT_OK(SaveTrainer({.module = net.get(), .optimizer = optimizer.get()}, "c"));
+  ASSERT_OK(
+      SaveTrainer({.module = net.get(), .optimizer = optimizer.get()}, "c"));
   std::set<std::string> state, hyper;
   const std::string state_prefix = "optim.state.layers.0.weight.";
   const std::string group_prefix = "optim.param_groups.layers.0.weight.";
   for (const std::string& fqn : Fqns("c")) {
-    if (fqn.rfind(state_prefix, 0) == 0) state.insert(fqn.substr(state_prefix.size()));
-    if (fqn.rfind(group_prefix, 0) == 0) hyper.insert(fqn.substr(group_prefix.size()));
+    if (fqn.rfind(state_prefix, 0) == 0)
+      state.insert(fqn.substr(state_prefix.size()));
+    if (fqn.rfind(group_prefix, 0) == 0)
+      hyper.insert(fqn.substr(group_prefix.size()));
   }
   EXPECT_EQ(state, GetParam().state);
   EXPECT_EQ(hyper, GetParam().hyper);
@@ -223,7 +247,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 class TorchOptimizerStateTest : public TorchStoreTest {};
 
-TEST_F(TorchOptimizerStateTest, FrozenParameterHasNoStateAndLoadDropsStaleState) {
+TEST_F(TorchOptimizerStateTest,
+       FrozenParameterHasNoStateAndLoadDropsStaleState) {
   Net a(4, 1), b(4, 1);
   optim::Adam opt_a(a->parameters(), 0.01);
   optim::Adam opt_b(b->parameters(), 0.01);
@@ -365,9 +390,8 @@ TEST_F(TorchPythonOptionsTest, LoadsTheBetasPairsEarlierRocksdcpSaved) {
   // As rocksdcp saved Adam before: betas.0 and betas.1, no Python options.
   ASSERT_OK(SaveEdited(Saved(), "legacy", [this](StateDict& d) {
     for (const std::string& p : GroupPrefixes(d)) {
-      for (const char* f :
-           {"betas", "maximize", "foreach", "capturable", "differentiable",
-            "fused"}) {
+      for (const char* f : {"betas", "maximize", "foreach", "capturable",
+                            "differentiable", "fused"}) {
         ASSERT_EQ(d.erase(p + f), 1u) << p << f;
       }
       d[p + "betas.0"] = Keep(::torch::scalar_tensor(0.8, ::torch::kFloat64));
@@ -391,9 +415,10 @@ TEST_F(TorchPythonOptionsTest, BetasTwiceOrHalfALegacyPairIsRefused) {
   }));
   EXPECT_THAT(LoadTrainer(Fresh(), "twice"),
               StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("unexpected '" + g + "betas.0' (the "
-                                 "checkpoint holds betas as '" + g +
-                                 "betas' too)")));
+                       HasSubstr("unexpected '" + g +
+                                 "betas.0' (the "
+                                 "checkpoint holds betas as '" +
+                                 g + "betas' too)")));
   ASSERT_OK(SaveEdited(Saved(), "half", [this](StateDict& d) {
     for (const std::string& p : GroupPrefixes(d)) d.erase(p + "betas");
     SetAll(d, "betas.0", Keep(::torch::scalar_tensor(0.8, ::torch::kFloat64)));

@@ -3,11 +3,10 @@
 // as readme_libtorch.inc (tests/CMakeLists.txt). It must train, save, keep
 // the last three checkpoints and resume.
 
-#include "readme_libtorch.inc"
-
 #include <string>
 #include <vector>
 
+#include "readme_libtorch.inc"
 #include "test_util.h"
 
 namespace rocksdcp::testing {

@@ -21,14 +21,22 @@ const char kDoc[] = ROCKSDCP_SOURCE_DIR "/docs/errors.md";
 
 // Every row named torch-..., in the document's order.
 const char* const kScenarios[] = {
-    "torch-tensor-not-on-cpu",   "torch-tensor-shares-memory",
-    "torch-fqn-missing",         "torch-fqn-unexpected",
-    "torch-shape-mismatch",      "torch-dtype-mismatch",
-    "torch-optimizer-kind",      "torch-adamw-into-adam",
-    "torch-param-group-layout",  "torch-python-option-true",
-    "torch-hyperparameter-pickled", "torch-optimizer-not-supported",
-    "torch-parameter-not-in-module", "torch-step-too-large",
-    "torch-overwritten-during-load", "torch-piece-corrupt",
+    "torch-tensor-not-on-cpu",
+    "torch-tensor-shares-memory",
+    "torch-fqn-missing",
+    "torch-fqn-unexpected",
+    "torch-shape-mismatch",
+    "torch-dtype-mismatch",
+    "torch-optimizer-kind",
+    "torch-adamw-into-adam",
+    "torch-param-group-layout",
+    "torch-python-option-true",
+    "torch-hyperparameter-pickled",
+    "torch-optimizer-not-supported",
+    "torch-parameter-not-in-module",
+    "torch-step-too-large",
+    "torch-overwritten-during-load",
+    "torch-piece-corrupt",
 };
 
 // A reader that runs `between` before its second Reset: between the two
@@ -55,14 +63,17 @@ class TorchErrorsTest : public TorchStoreTest {
                  double lr = 0.01) {
     Net net(width, depth);
     std::unique_ptr<optim::Optimizer> o;
-    if (kind == "Adam") o = std::make_unique<optim::Adam>(net->parameters(), lr);
-    if (kind == "AdamW") o = std::make_unique<optim::AdamW>(net->parameters(), lr);
+    if (kind == "Adam")
+      o = std::make_unique<optim::Adam>(net->parameters(), lr);
+    if (kind == "AdamW")
+      o = std::make_unique<optim::AdamW>(net->parameters(), lr);
     if (kind == "SGD") {
       o = std::make_unique<optim::SGD>(net->parameters(),
-                                      optim::SGDOptions(lr).momentum(0.9));
+                                       optim::SGDOptions(lr).momentum(0.9));
     }
     if (o) TrainStep(net, *o, 1);
-    return SaveTrainer({.module = net.get(), .optimizer = o.get()}, "c").status();
+    return SaveTrainer({.module = net.get(), .optimizer = o.get()}, "c")
+        .status();
   }
 
   std::map<std::string, std::function<Status()>> Scenarios() {
@@ -90,13 +101,15 @@ class TorchErrorsTest : public TorchStoreTest {
     };
     s["torch-shape-mismatch"] = [this] {
       ::torch::nn::Linear saved(8, 4);
-      ROCKSDCP_RETURN_IF_ERROR(SaveTrainer({.module = saved.get()}, "c").status());
+      ROCKSDCP_RETURN_IF_ERROR(
+          SaveTrainer({.module = saved.get()}, "c").status());
       ::torch::nn::Linear into(4, 8);
       return LoadTrainer({.module = into.get()}, "c");
     };
     s["torch-dtype-mismatch"] = [this] {
       ::torch::nn::Linear saved(4, 4);
-      ROCKSDCP_RETURN_IF_ERROR(SaveTrainer({.module = saved.get()}, "c").status());
+      ROCKSDCP_RETURN_IF_ERROR(
+          SaveTrainer({.module = saved.get()}, "c").status());
       ::torch::nn::Linear into(4, 4);
       into->to(::torch::kBFloat16);
       return LoadTrainer({.module = into.get()}, "c");
@@ -189,7 +202,8 @@ class TorchErrorsTest : public TorchStoreTest {
         EXPECT_OK(SaveNet(4, 1, ""));  // SaveTrainer overwrites.
       });
       Net net(4, 1);
-      return torch::Load({.module = net.get()}, between, {.checkpoint_id = "c"});
+      return torch::Load({.module = net.get()}, between,
+                         {.checkpoint_id = "c"});
     };
     s["torch-piece-corrupt"] = [this] {
       ::torch::manual_seed(1);  // The same bytes, so the same checksums.
@@ -223,7 +237,8 @@ class TorchErrorsTest : public TorchStoreTest {
 };
 
 class TorchErrorTableTest : public TorchErrorsTest,
-                            public ::testing::WithParamInterface<const char*> {};
+                            public ::testing::WithParamInterface<const char*> {
+};
 
 TEST_P(TorchErrorTableTest, MessageIsTheDocumentedOne) {
   const std::string name = GetParam();
@@ -253,20 +268,24 @@ TEST_F(TorchErrorsTest, AFailedCheckWritesNothing) {
   for (size_t i = 0; i < net->parameters().size(); ++i) {
     before->parameters()[i].copy_(net->parameters()[i]);
   }
-  EXPECT_THAT(LoadTrainer({.module = net.get(), .optimizer = &adam}, "c"),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("optimizer kind")));
+  EXPECT_THAT(
+      LoadTrainer({.module = net.get(), .optimizer = &adam}, "c"),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("optimizer kind")));
   EXPECT_TRUE(SameModuleState(*net, *before));
   EXPECT_TRUE(adam.state().empty());
   EXPECT_EQ(adam.param_groups()[0].options().get_lr(), 0.02);
 }
 
-TEST_F(TorchErrorsTest, ALaterFailureTakesBackCreatedStateAndKeepsHyperparameters) {
+TEST_F(TorchErrorsTest,
+       ALaterFailureTakesBackCreatedStateAndKeepsHyperparameters) {
   Net a(64, 1);
   optim::Adam opt_a(a->parameters(), 0.5);
   TrainStep(a, opt_a, 1);
   torch::TrainerState state{.step = 9};
-  ASSERT_OK_AND_ASSIGN(auto writer, store_->NewWriter({.max_piece_bytes = 4096}));
-  ASSERT_OK(torch::Save({a.get(), &opt_a, &state}, *writer, {.checkpoint_id = "c"}));
+  ASSERT_OK_AND_ASSIGN(auto writer,
+                       store_->NewWriter({.max_piece_bytes = 4096}));
+  ASSERT_OK(
+      torch::Save({a.get(), &opt_a, &state}, *writer, {.checkpoint_id = "c"}));
   writer.reset();
   CloseStore();
   for (const std::string& sst : SstFiles()) FlipByte(sst, 4096 + 100);

@@ -74,9 +74,9 @@ void TrainStep(Net& net, ::torch::optim::Optimizer& optimizer, uint64_t seed) {
   return ::testing::AssertionSuccess();
 }
 
-Result<Metadata> TorchStoreTest::SaveTrainer(const torch::Trainer& trainer,
-                                             const std::string& id,
-                                             const torch::TorchOptions& options) {
+Result<Metadata> TorchStoreTest::SaveTrainer(
+    const torch::Trainer& trainer, const std::string& id,
+    const torch::TorchOptions& options) {
   ROCKSDCP_RETURN_IF_ERROR(NeedStore());
   ROCKSDCP_ASSIGN_OR_RETURN(auto writer,
                             store_->NewWriter({.overwrite = true}));
@@ -89,10 +89,9 @@ Status TorchStoreTest::LoadTrainer(const torch::Trainer& trainer,
                                    bool allow_partial_load) {
   ROCKSDCP_RETURN_IF_ERROR(NeedStore());
   ROCKSDCP_ASSIGN_OR_RETURN(auto reader, store_->NewReader());
-  return torch::Load(trainer, *reader,
-                     {.checkpoint_id = id,
-                      .allow_partial_load = allow_partial_load},
-                     options);
+  return torch::Load(
+      trainer, *reader,
+      {.checkpoint_id = id, .allow_partial_load = allow_partial_load}, options);
 }
 
 std::set<std::string> TorchStoreTest::Fqns(const std::string& id) {
@@ -123,7 +122,8 @@ std::string TorchStoreTest::Describe(const std::string& id,
   if (std::holds_alternative<BytesStorageMetadata>(it->second)) return "bytes";
   const auto& t = std::get<TensorStorageMetadata>(it->second);
   std::string shape;
-  for (int64_t s : t.size) shape += (shape.empty() ? "" : ", ") + std::to_string(s);
+  for (int64_t s : t.size)
+    shape += (shape.empty() ? "" : ", ") + std::to_string(s);
   return std::string(DTypeName(t.properties.dtype)) + " [" + shape + "]";
 }
 

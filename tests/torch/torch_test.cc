@@ -41,35 +41,35 @@ class TorchTensorTest : public TorchStoreTest {
 
 TEST_F(TorchTensorTest, EveryDTypeRoundTripsBitExact) {
   const std::map<c10::ScalarType, DType> types = {
-      {::torch::kUInt8, DType::kUInt8},
-      {::torch::kInt8, DType::kInt8},
-      {::torch::kInt16, DType::kInt16},
-      {::torch::kInt32, DType::kInt32},
-      {::torch::kInt64, DType::kInt64},
-      {::torch::kFloat16, DType::kFloat16},
-      {::torch::kBFloat16, DType::kBFloat16},
-      {::torch::kFloat32, DType::kFloat32},
-      {::torch::kFloat64, DType::kFloat64},
-      {::torch::kComplexHalf, DType::kComplex32},
-      {::torch::kComplexFloat, DType::kComplex64},
-      {::torch::kComplexDouble, DType::kComplex128},
-      {::torch::kBool, DType::kBool},
+    {::torch::kUInt8, DType::kUInt8},
+    {::torch::kInt8, DType::kInt8},
+    {::torch::kInt16, DType::kInt16},
+    {::torch::kInt32, DType::kInt32},
+    {::torch::kInt64, DType::kInt64},
+    {::torch::kFloat16, DType::kFloat16},
+    {::torch::kBFloat16, DType::kBFloat16},
+    {::torch::kFloat32, DType::kFloat32},
+    {::torch::kFloat64, DType::kFloat64},
+    {::torch::kComplexHalf, DType::kComplex32},
+    {::torch::kComplexFloat, DType::kComplex64},
+    {::torch::kComplexDouble, DType::kComplex128},
+    {::torch::kBool, DType::kBool},
   // The dtypes LibTorch gained after 1.13 (src/torch/tensor.cc).
 #if ROCKSDCP_TORCH_AT_LEAST(2, 1)
-      {c10::ScalarType::Float8_e4m3fn, DType::kFloat8E4M3FN},
-      {c10::ScalarType::Float8_e5m2, DType::kFloat8E5M2},
+    {c10::ScalarType::Float8_e4m3fn, DType::kFloat8E4M3FN},
+    {c10::ScalarType::Float8_e5m2, DType::kFloat8E5M2},
 #endif
 #if ROCKSDCP_TORCH_AT_LEAST(2, 2)
-      {c10::ScalarType::Float8_e4m3fnuz, DType::kFloat8E4M3FNUZ},
-      {c10::ScalarType::Float8_e5m2fnuz, DType::kFloat8E5M2FNUZ},
+    {c10::ScalarType::Float8_e4m3fnuz, DType::kFloat8E4M3FNUZ},
+    {c10::ScalarType::Float8_e5m2fnuz, DType::kFloat8E5M2FNUZ},
 #endif
 #if ROCKSDCP_TORCH_AT_LEAST(2, 3)
-      {c10::ScalarType::UInt16, DType::kUInt16},
-      {c10::ScalarType::UInt32, DType::kUInt32},
-      {c10::ScalarType::UInt64, DType::kUInt64},
+    {c10::ScalarType::UInt16, DType::kUInt16},
+    {c10::ScalarType::UInt32, DType::kUInt32},
+    {c10::ScalarType::UInt64, DType::kUInt64},
 #endif
 #if ROCKSDCP_TORCH_AT_LEAST(2, 7)
-      {c10::ScalarType::Float8_e8m0fnu, DType::kFloat8E8M0FNU},
+    {c10::ScalarType::Float8_e8m0fnu, DType::kFloat8E8M0FNU},
 #endif
   };
   for (const auto& [type, dtype] : types) {
@@ -99,10 +99,10 @@ TEST_F(TorchTensorTest, DTypesLibTorchLacksAreNamed) {
       EXPECT_EQ(back, dtype);
     } else {
       ++lacking;
-      EXPECT_THAT(type, StatusIs(StatusCode::kInvalidArgument,
-                                 HasSubstr(std::string(DTypeName(dtype)) +
-                                           " has no " + torch::LibTorchName() +
-                                           " scalar type")));
+      EXPECT_THAT(
+          type, StatusIs(StatusCode::kInvalidArgument,
+                         HasSubstr(std::string(DTypeName(dtype)) + " has no " +
+                                   torch::LibTorchName() + " scalar type")));
     }
   }
 #if ROCKSDCP_TORCH_AT_LEAST(2, 7)
@@ -120,8 +120,8 @@ TEST_F(TorchTensorTest, DTypesLibTorchLacksAreNamed) {
 
 TEST_F(TorchTensorTest, TransposedAndSlicedSaveAsIsAndLoadInPlace) {
   ::torch::Tensor base = ::torch::arange(48, ::torch::kFloat32).reshape({6, 8});
-  ::torch::Tensor transposed = base.t();                   // [8, 6]
-  ::torch::Tensor sliced = base.slice(1, 2, 7, 2);          // [6, 3], gaps
+  ::torch::Tensor transposed = base.t();            // [8, 6]
+  ::torch::Tensor sliced = base.slice(1, 2, 7, 2);  // [6, 3], gaps
   ASSERT_OK_AND_ASSIGN(TensorView t, torch::ViewOf(transposed, "t"));
   EXPECT_THAT(t.strides, ElementsAre(1, 8));
   EXPECT_EQ(t.data, base.data_ptr());
@@ -165,15 +165,16 @@ TEST_F(TorchTensorTest, TensorsThatCantBeViewedAreRefusedNamingTheirFqn) {
               StatusIs(StatusCode::kInvalidArgument,
                        HasSubstr("tensor 'x' is undefined")));
   EXPECT_THAT(
-      torch::ViewOf(::torch::empty({2}, ::torch::device(::torch::kMeta)), "m.w"),
+      torch::ViewOf(::torch::empty({2}, ::torch::device(::torch::kMeta)),
+                    "m.w"),
       StatusIs(StatusCode::kInvalidArgument,
                HasSubstr("tensor 'm.w' is on meta; rocksdcp reads and writes "
                          "CPU tensors only")));
   EXPECT_THAT(torch::ViewOf(::torch::eye(3).to_sparse(), "sp"),
               StatusIs(StatusCode::kInvalidArgument,
                        HasSubstr("tensor 'sp' has layout Sparse")));
-  EXPECT_THAT(torch::ViewOf(::torch::quantize_per_tensor(::torch::rand({2}),
-                                                         0.1, 0, ::torch::kQInt8),
+  EXPECT_THAT(torch::ViewOf(::torch::quantize_per_tensor(
+                                ::torch::rand({2}), 0.1, 0, ::torch::kQInt8),
                             "q"),
               StatusIs(StatusCode::kInvalidArgument,
                        HasSubstr("tensor 'q' is quantized (QInt8)")));
@@ -196,12 +197,12 @@ TEST_F(TorchModuleTest, FqnsAreThoseOfPythonStateDict) {
   Net net(8, 2);
   ASSERT_OK(SaveTrainer({.module = net.get()}, "c", {.model_prefix = ""}));
   // What Python's state_dict() names for the same architecture.
-  EXPECT_EQ(Fqns("c"), (std::set<std::string>{
-                           "layers.0.weight", "layers.0.bias",
-                           "layers.2.weight", "layers.2.bias", "bn.weight",
-                           "bn.bias", "bn.running_mean", "bn.running_var",
-                           "bn.num_batches_tracked", "head.weight",
-                           "head.bias"}));
+  EXPECT_EQ(Fqns("c"),
+            (std::set<std::string>{"layers.0.weight", "layers.0.bias",
+                                   "layers.2.weight", "layers.2.bias",
+                                   "bn.weight", "bn.bias", "bn.running_mean",
+                                   "bn.running_var", "bn.num_batches_tracked",
+                                   "head.weight", "head.bias"}));
   EXPECT_EQ(Describe("c", "bn.num_batches_tracked"), "int64 []");
   EXPECT_EQ(Describe("c", "layers.2.weight"), "float32 [8, 8]");
 
@@ -248,7 +249,8 @@ TEST_F(TorchModuleTest, AnIncrementalSaveWritesOnlyWhatChanged) {
 
 // An output layer whose weight is given: the embedding's.
 struct HeadImpl : ::torch::nn::Module {
-  explicit HeadImpl(::torch::Tensor w) : weight(register_parameter("weight", w)) {}
+  explicit HeadImpl(::torch::Tensor w)
+      : weight(register_parameter("weight", w)) {}
   ::torch::Tensor forward(::torch::Tensor x) { return x.matmul(weight.t()); }
   ::torch::Tensor weight;
 };
@@ -271,7 +273,9 @@ TEST_F(TorchModuleTest, TiedWeightIsSavedUnderBothNamesAndLoadsOnce) {
   // listing, keyed by address, so it has one state.
   ::torch::manual_seed(1);
   adam.zero_grad();
-  a->lm_head->forward(a->embed->forward(::torch::tensor({1, 2, 3}))).sum().backward();
+  a->lm_head->forward(a->embed->forward(::torch::tensor({1, 2, 3})))
+      .sum()
+      .backward();
   adam.step();
   ASSERT_OK(SaveTrainer({.module = a.get(), .optimizer = &adam}, "c"));
   const std::set<std::string> fqns = Fqns("c");
@@ -287,16 +291,18 @@ TEST_F(TorchModuleTest, TiedWeightIsSavedUnderBothNamesAndLoadsOnce) {
   EXPECT_EQ(b->embed->weight.data_ptr(), b->lm_head->weight.data_ptr());
   EXPECT_EQ(fresh.state().size(), 1u);
   EXPECT_EQ(static_cast<::torch::optim::AdamOptions&>(
-                fresh.param_groups()[0].options()).lr(), 0.01);
+                fresh.param_groups()[0].options())
+                .lr(),
+            0.01);
 }
 
 TEST_F(TorchModuleTest, EmptyModuleSavesAndLoads) {
   auto empty = std::make_shared<::torch::nn::Module>();
   torch::TrainerState state{.step = 5, .extra = {{"k", "v"}}};
   ASSERT_OK(SaveTrainer({.module = empty.get(), .state = &state}, "c"));
-  EXPECT_EQ(Fqns("c"), (std::set<std::string>{
-                           "trainer.step", "trainer.rng_state",
-                           "trainer.extra.k"}));
+  EXPECT_EQ(Fqns("c"),
+            (std::set<std::string>{"trainer.step", "trainer.rng_state",
+                                   "trainer.extra.k"}));
   torch::TrainerState back;
   ASSERT_OK(LoadTrainer({.module = empty.get(), .state = &back}, "c"));
   EXPECT_EQ(back.step, 5);
@@ -307,9 +313,9 @@ TEST_F(TorchModuleTest, TrainerStateRoundTripsAndTheRngDrawsTheSame) {
   Net net(4, 1);
   ::torch::manual_seed(42);
   ::torch::randn({100});  // Somewhere in the stream.
-  torch::TrainerState state{.step = 1234,
-                            .extra = {{"loader", std::string("\0\x01pos", 5)},
-                                      {"epoch", "3"}}};
+  torch::TrainerState state{
+      .step = 1234,
+      .extra = {{"loader", std::string("\0\x01pos", 5)}, {"epoch", "3"}}};
   ASSERT_OK(SaveTrainer({.module = net.get(), .state = &state}, "c"));
   EXPECT_EQ(Describe("c", "trainer.step"), "int64 []");
   EXPECT_EQ(Describe("c", "trainer.extra.loader"), "bytes");
@@ -342,10 +348,12 @@ TEST_F(TorchModuleTest, PartialLoadSkipsWhatTheCheckpointLacks) {
   EXPECT_THAT(LoadTrainer({.module = big.get()}, "c"),
               StatusIs(StatusCode::kNotFound,
                        HasSubstr("missing 'model.layers.2.weight'")));
-  ::torch::Tensor layer2 = big->layers[2]->as<::torch::nn::Linear>()->weight.clone();
+  ::torch::Tensor layer2 =
+      big->layers[2]->as<::torch::nn::Linear>()->weight.clone();
   ASSERT_OK(LoadTrainer({.module = big.get()}, "c", {}, true));
   EXPECT_TRUE(BitEqual(big->head->weight, small->head->weight));
-  EXPECT_TRUE(BitEqual(big->layers[2]->as<::torch::nn::Linear>()->weight, layer2));
+  EXPECT_TRUE(
+      BitEqual(big->layers[2]->as<::torch::nn::Linear>()->weight, layer2));
 }
 
 TEST_F(TorchModuleTest, ThreadRanksEachSaveAndLoadTheirReplica) {
@@ -363,26 +371,30 @@ TEST_F(TorchModuleTest, ThreadRanksEachSaveAndLoadTheirReplica) {
     for (size_t i = 0; i < source->parameters().size(); ++i) {
       saved[r]->parameters()[i].copy_(source->parameters()[i]);
     }
-    saved_opt.push_back(std::make_unique<::torch::optim::Adam>(saved[r]->parameters()));
-    loaded_opt.push_back(std::make_unique<::torch::optim::Adam>(loaded[r]->parameters()));
+    saved_opt.push_back(
+        std::make_unique<::torch::optim::Adam>(saved[r]->parameters()));
+    loaded_opt.push_back(
+        std::make_unique<::torch::optim::Adam>(loaded[r]->parameters()));
   }
   for (int r = 0; r < kRanks; ++r) TrainStep(saved[r], *saved_opt[r], 1);
   std::vector<Status> results(kRanks);
   RunRanks(kRanks, 0, [&](int r, Collective& c) {
     auto writer = store_->NewWriter();
-    results[r] = writer.ok() ? torch::Save({saved[r].get(), saved_opt[r].get()},
-                                           **writer,
-                                           {.checkpoint_id = "c", .collective = &c})
-                                   .status()
-                             : writer.status();
+    results[r] =
+        writer.ok()
+            ? torch::Save({saved[r].get(), saved_opt[r].get()}, **writer,
+                          {.checkpoint_id = "c", .collective = &c})
+                  .status()
+            : writer.status();
   });
   for (const Status& s : results) ASSERT_OK(s);
   RunRanks(kRanks, 0, [&](int r, Collective& c) {
     auto reader = store_->NewReader();
-    results[r] = reader.ok() ? torch::Load({loaded[r].get(), loaded_opt[r].get()},
-                                           **reader,
-                                           {.checkpoint_id = "c", .collective = &c})
-                             : reader.status();
+    results[r] =
+        reader.ok()
+            ? torch::Load({loaded[r].get(), loaded_opt[r].get()}, **reader,
+                          {.checkpoint_id = "c", .collective = &c})
+            : reader.status();
   });
   for (const Status& s : results) ASSERT_OK(s);
   for (int r = 0; r < kRanks; ++r) {
@@ -398,8 +410,9 @@ TEST_F(TorchModuleTest, ClashingPrefixesAreRefused) {
               StatusIs(StatusCode::kInvalidArgument,
                        HasSubstr("optimizer_prefix 'model.optim.' starts with "
                                  "model_prefix 'model.'")));
-  EXPECT_THAT(SaveTrainer({.module = net.get()}, "c", {.trainer_prefix = ""}),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("must not be empty")));
+  EXPECT_THAT(
+      SaveTrainer({.module = net.get()}, "c", {.trainer_prefix = ""}),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("must not be empty")));
 }
 
 }  // namespace

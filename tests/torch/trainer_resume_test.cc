@@ -57,14 +57,19 @@ class Trainer {
     posix_spawn_file_actions_addclose(&actions, out[0]);
     const std::string steps = std::to_string(kSteps);
     const std::string every_arg = std::to_string(every);
-    std::vector<std::string> args = {ROCKSDCP_LIBTORCH_TRAINER, "--store", store,
-                                     "--steps", steps, "--every", every_arg};
+    std::vector<std::string> args = {ROCKSDCP_LIBTORCH_TRAINER,
+                                     "--store",
+                                     store,
+                                     "--steps",
+                                     steps,
+                                     "--every",
+                                     every_arg};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
-                          environ),
-              0);
+    EXPECT_EQ(
+        posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ),
+        0);
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
     out_ = fdopen(out[0], "r");
@@ -117,8 +122,8 @@ std::map<std::string, std::string> ReadCheckpoint(const std::string& path,
   StateDict dict;
   for (const auto& [fqn, m] : metadata->state_dict_metadata) {
     if (const auto* t = std::get_if<TensorStorageMetadata>(&m)) {
-      TensorView view = TensorView::Contiguous(t->properties.dtype, t->size,
-                                               nullptr);
+      TensorView view =
+          TensorView::Contiguous(t->properties.dtype, t->size, nullptr);
       items[fqn].resize(view.nbytes());
       view.data = items[fqn].data();
       dict[fqn] = view;
@@ -144,7 +149,8 @@ TEST(TrainerResumeTest, KilledAtRandomMomentsResumesBitForBit) {
   {
     Trainer run(dir.Sub("whole"));
     for (std::string line; run.ReadLine(&line);) {
-      if (std::regex_match(line, m, loss_line)) reference[std::stoi(m[1])] = m[2];
+      if (std::regex_match(line, m, loss_line))
+        reference[std::stoi(m[1])] = m[2];
     }
     ASSERT_EQ(run.Wait(), 0);
   }
@@ -213,8 +219,10 @@ TEST(TrainerResumeTest, KilledAtRandomMomentsResumesBitForBit) {
   EXPECT_GE(kills_in_commit, 1);
   EXPECT_FALSE(resumed_at.empty());
   EXPECT_GE(checked_losses, kSteps);
-  std::printf("trainer resume: %d kills, %d of them during an async commit, "
-              "resumed at steps", kills, kills_in_commit);
+  std::printf(
+      "trainer resume: %d kills, %d of them during an async commit, "
+      "resumed at steps",
+      kills, kills_in_commit);
   for (int s : resumed_at) std::printf(" %d", s);
   std::printf("; %d losses checked\n", checked_losses);
 
@@ -259,7 +267,8 @@ uint64_t DiskBytes(const std::string& dir) {
 // open reclaims what the killed run left (StoreOptions::
 // reclaim_torn_saves), so after any kill the store holds its live
 // checkpoints and at most the one save that kill tore.
-TEST(TrainerResumeTest, KilledFortyTimesSavingEveryStepLeavesOneTornSaveAtMost) {
+TEST(TrainerResumeTest,
+     KilledFortyTimesSavingEveryStepLeavesOneTornSaveAtMost) {
   ScopedTempDir dir;
   const std::string path = dir.Sub("store");
   const uint64_t seed =
@@ -351,7 +360,8 @@ TEST(TrainerResumeTest, KilledFortyTimesSavingEveryStepLeavesOneTornSaveAtMost) 
   uint64_t live = 0;
   for (const CheckpointInfo& c : list) live += c.bytes;
   std::printf("trainer kills: %d (%d in a commit); at most %" PRIu64
-              " bytes on disk beyond %" PRIu64 " live after a kill; the "
+              " bytes on disk beyond %" PRIu64
+              " live after a kill; the "
               "last open reclaimed %" PRIu64 " bytes; %" PRIu64
               " bytes on disk at the end\n",
               kills, kills_in_commit, peak_leftover, live, reclaimed_bytes,

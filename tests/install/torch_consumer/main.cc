@@ -41,7 +41,8 @@ rocksdcp::Status SaveAndResume(const std::string& path) {
   Step(resumed, fresh);
   if (!torch::equal(saved->weight, resumed->weight) ||
       !torch::equal(saved->bias, resumed->bias)) {
-    return rocksdcp::Status::Corruption("the resumed layer trained differently");
+    return rocksdcp::Status::Corruption(
+        "the resumed layer trained differently");
   }
   return rocksdcp::Status::OK();
 }
