@@ -15,7 +15,7 @@
 #    for byte the same.
 #
 # ARM64_BUILD must have built rocksdcp_core_tests, rocksdcp_format_tests
-# and rocksdcp_cli_static (README.md, "Building for aarch64").
+# and rocksdcp_cli_static (docs/small-devices.md, "Building for aarch64").
 set -euo pipefail
 X86=$(realpath "$1")
 ARM=$(realpath "$2")

@@ -89,9 +89,9 @@ TEST_F(LdbTest, GetMetadataReturnsTheFlatBuffer) {
 
 #ifdef ROCKSDCP_LDB
 
-// The ldb lines of README.md's "Inspecting a store with ldb" block.
+// The ldb lines of docs/cli.md's "Inspecting a store with ldb" block.
 std::vector<std::string> ReadmeLdbCommands() {
-  std::ifstream in(ROCKSDCP_SOURCE_DIR "/README.md");
+  std::ifstream in(ROCKSDCP_SOURCE_DIR "/docs/cli.md");
   EXPECT_TRUE(in.good());
   std::vector<std::string> commands;
   std::string line;
@@ -145,11 +145,11 @@ TEST_F(LdbReadmeTest, EveryDocumentedCommandWorksAsPrinted) {
   // read.
   const std::vector<std::string> commands = ReadmeLdbCommands();
   ASSERT_EQ(commands.size(), Expectations().size())
-      << "README.md's ldb block and this test list different commands";
+      << "docs/cli.md's ldb block and this test list different commands";
   for (const std::string& printed : commands) {
     auto expected = Expectations().find(printed);
     ASSERT_NE(expected, Expectations().end())
-        << "README.md documents `" << printed << "`; check it here";
+        << "docs/cli.md documents `" << printed << "`; check it here";
     std::string cmd = std::regex_replace(printed, std::regex("^ldb "),
                                          std::string(ROCKSDCP_LDB) + " ");
     cmd = std::regex_replace(cmd, std::regex("/path/to/store"), store_path());

@@ -257,10 +257,10 @@ TEST_F(CliTest, LsMarksADamagedEntryAndListsTheOthers) {
   EXPECT_THAT(verify.out + verify.err, HasSubstr("step-100"));
 }
 
-// README.md's "Incremental checkpoints" commands: ls and info show what
-// each checkpoint holds, shares and would free; rm of a referenced base
-// keeps its column family; materialize copies what is referenced and
-// frees it; gc then has nothing to drop.
+// docs/incremental.md's commands: ls and info show what each checkpoint
+// holds, shares and would free; rm of a referenced base keeps its column
+// family; materialize copies what is referenced and frees it; gc then has
+// nothing to drop.
 TEST_F(CliTest, IncrementalSavesAreAccountedAndMaterialized) {
   SaveExamples({"step-100"});
   ExampleState next = ExampleStateDict(1);
