@@ -1,5 +1,5 @@
-// The storage contract suite (rocksdcp/testing/storage_contract.h, STYLE.md
-// rule 9), run on rocksdcp's two backends: the RocksDB store, and the
+// The storage contract suite (rocksdcp/testing/storage_contract.h), written
+// once and run on rocksdcp's two backends: the RocksDB store, and the
 // in-memory reference storage that core tests use in its place. The cases
 // themselves live in rocksdcp::testing, the installed kit, so that a
 // backend written outside rocksdcp runs the same ones.

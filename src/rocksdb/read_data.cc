@@ -430,8 +430,8 @@ bool RocksDBStorageReaderImpl::AlignedBuffer::Reserve(BlockBufferPool& pool,
   }
   Release();
   // The pool's buffers are kept from one load to the next, so their pages
-  // are not touched fresh each time (about 20 us per 4 KiB page on some
-  // machines, DESIGN.md).
+  // are not touched fresh each time (a page fault, up to about 20 us per
+  // 4 KiB page on small VMs).
   pool_ = &pool;
   try {
     raw_ = pool.Allocate(bytes + align);

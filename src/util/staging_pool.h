@@ -2,10 +2,11 @@
 // variable-size blocks that are freed in any order, so that every save of
 // an AsyncCheckpointer copies into memory earlier saves already touched.
 //
-// Why not malloc: the first write to a fresh page costs about 20 us per
-// 4 KiB (DESIGN.md section 6), so a fresh 1 GiB of staging buffers per save
-// would cost seconds. malloc returns large blocks to the kernel on free and
-// gets fresh ones next time; this region stays mapped, and stays touched.
+// Why not malloc: the first write to a fresh page costs a page fault, up to
+// about 20 us per 4 KiB on small VMs, so a fresh 1 GiB of staging buffers
+// per save would cost seconds. malloc returns large blocks to the kernel on
+// free and gets fresh ones next time; this region stays mapped, and stays
+// touched.
 //
 // Blocks are placed first-fit from the region's start, and a freed block
 // merges with free neighbours, so memory stays in as few pieces as the
