@@ -116,7 +116,7 @@ struct RocksDBStorageReaderImpl::Run {
   // front to back, and the kernel's readahead follows each. (Handing out
   // tasks one at a time in plan order interleaved the threads' reads of
   // one file: cold W2 loads ran at 0.41-0.67x a raw cold read, against
-  // 0.79-2.29x with shares; benchmarks/README.md.) Tasks are in key order,
+  // 0.79-2.29x with shares; docs/tuning.md.) Tasks are in key order,
   // the order of the pieces in the files, not plan order: see KeyOrder.
   std::vector<std::pair<size_t, size_t>> shares;
 
@@ -855,7 +855,7 @@ Status RocksDBStorageReaderImpl::ReadDataSync(const LoadPlan& plan,
   run.Share(threads, task_bytes);
   std::vector<Worker> workers(threads);
   // From here on the reads ask for what they need: hints ahead of them
-  // only compete with them (benchmarks/README.md).
+  // only compete with them (docs/tuning.md, prefetch_bytes).
   EndPrefetch();
   // A share whose thread could not be started is taken over by the
   // others, and its worker, run after them, finds it done.

@@ -33,7 +33,7 @@ constexpr int kMaxThreads = 64;
 // count: a thread waiting for the disk leaves its core to one that
 // verifies and copies. On 2 cores, cold W1 and W2 loads ran at 0.74x and
 // 0.61x a buffered cold read with 2 threads, 0.82x and 0.82x with 4, and
-// 0.72x and 0.69x with 8 (medians of 4 runs; benchmarks/README.md).
+// 0.72x and 0.69x with 8 (medians of 4 runs; docs/tuning.md).
 constexpr unsigned kMinAutoThreads = 4;
 // Items of one piece up to this size are fetched in batches: one MultiGet
 // of up to kBatchItems keys and kBatchBytes of payload. A batch pins the
