@@ -380,116 +380,179 @@ bool HasState(const LoadTarget& target, const Metadata& metadata,
          md.count(StateFqn(target.options, param, "step"));
 }
 
-std::vector<std::string> CheckMetadata(const LoadTarget& target,
-                                       const Metadata& metadata) {
-  const TorchOptions& o = target.options;
-  const auto& md = metadata.state_dict_metadata;
-  // The optimizer's apart: when another kind saved the checkpoint, one line
-  // says so instead of them.
-  std::vector<std::string> problems, optimizer;
-  auto report = [&](const std::string& fqn, std::string problem) {
-    (PartOf(o, fqn) == Part::kOptimizer ? optimizer : problems)
+namespace {
+
+// CheckMetadata's problems, the optimizer's apart: when another kind saved
+// the checkpoint, one line says so instead of them.
+class MetadataProblems {
+ public:
+  explicit MetadataProblems(const TorchOptions& options) : options_(options) {}
+
+  void Report(const std::string& fqn, std::string problem) {
+    (PartOf(options_, fqn) == Part::kOptimizer ? optimizer_ : problems_)
         .push_back(std::move(problem));
-  };
+  }
+
+  // The problems outside the optimizer.
+  std::vector<std::string> TakeWithoutOptimizer() {
+    return std::move(problems_);
+  }
+
+  // Every problem, or, when `kind_problem` says another kind saved the
+  // checkpoint, it first in place of the optimizer's.
+  std::vector<std::string> Take(const std::string& kind_problem) {
+    if (!kind_problem.empty()) {
+      problems_.insert(problems_.begin(),
+                       kind_problem + " (so " +
+                           std::to_string(optimizer_.size()) +
+                           " optimizer fqns differ, not listed)");
+    } else {
+      problems_.insert(problems_.end(), optimizer_.begin(), optimizer_.end());
+    }
+    return std::move(problems_);
+  }
+
+ private:
+  const TorchOptions& options_;
+  std::vector<std::string> problems_, optimizer_;
+};
+
+// Each item the target expects is in the checkpoint, as it expects it.
+void CheckExpectedItems(const LoadTarget& target, const Metadata& metadata,
+                        MetadataProblems* found) {
+  const auto& md = metadata.state_dict_metadata;
   for (const auto& [fqn, e] : target.expected) {
     auto it = md.find(fqn);
     if (it == md.end()) {
       if (e.required)
-        report(fqn, kMissing + Quote(fqn) + " (" + Describe(e) + ")");
+        found->Report(fqn, kMissing + Quote(fqn) + " (" + Describe(e) + ")");
     } else if (!Matches(e, it->second)) {
-      report(fqn, Quote(fqn) + " is " + Describe(it->second) +
-                      " in the checkpoint, " + Describe(e) + " here");
+      found->Report(fqn, Quote(fqn) + " is " + Describe(it->second) +
+                             " in the checkpoint, " + Describe(e) + " here");
     }
   }
-  for (const auto& [fqn, m] : md) {
+}
+
+// The checkpoint's items the target doesn't expect, in the parts it loads.
+void CheckUnexpectedItems(const LoadTarget& target, const Metadata& metadata,
+                          MetadataProblems* found) {
+  const TorchOptions& o = target.options;
+  for (const auto& [fqn, m] : metadata.state_dict_metadata) {
     if (target.expected.count(fqn)) continue;
     switch (PartOf(o, fqn)) {
       case Part::kModule:
         if (!target.allow_partial_load) {
-          report(fqn, "unexpected " + Quote(fqn) +
-                          " (the module has no such tensor)");
+          found->Report(fqn, "unexpected " + Quote(fqn) +
+                                 " (the module has no such tensor)");
         }
         break;
       case Part::kOptimizer:
         if (target.kind != nullptr) {
-          report(fqn, "unexpected " + Quote(fqn) + " (the " +
-                          target.kind->name +
-                          " optimizer has no such parameter or field)");
+          found->Report(fqn, "unexpected " + Quote(fqn) + " (the " +
+                                 target.kind->name +
+                                 " optimizer has no such parameter or field)");
         }
         break;
       case Part::kTrainer:
         if (target.trainer.state == nullptr) break;
         if (fqn.rfind(ExtraPrefix(o), 0) != 0) {
-          report(fqn, "unexpected " + Quote(fqn));
+          found->Report(fqn, "unexpected " + Quote(fqn));
         } else if (!std::holds_alternative<BytesStorageMetadata>(m)) {
-          report(fqn, Quote(fqn) + " is " + Describe(m) +
-                          " in the checkpoint; TrainerState::extra holds "
-                          "bytes");
+          found->Report(fqn, Quote(fqn) + " is " + Describe(m) +
+                                 " in the checkpoint; TrainerState::extra "
+                                 "holds bytes");
         }
         break;
       case Part::kNone:
         break;
     }
   }
-  if (target.kind == nullptr) return problems;
-  // Every parameter has each option of LibTorch's, a pair either as one
-  // item or (as rocksdcp saved it before) as its elements.
+}
+
+// Parameter `param` has the pair option `h`, as one item or (as rocksdcp
+// saved it before) as its elements, not both.
+void CheckPairOption(const LoadTarget& target, const Metadata& metadata,
+                     const std::string& param, const HyperField& h,
+                     MetadataProblems* found) {
+  const TorchOptions& o = target.options;
+  const auto& md = metadata.state_dict_metadata;
+  const std::string whole = GroupFqn(o, param, h.name);
+  const Expected& e = target.expected.at(whole);
+  std::vector<std::string> present, absent;
+  for (size_t i = 0; i < h.Count(); ++i) {
+    const std::string fqn = GroupFqn(o, param, h.LegacyElement(i));
+    (md.count(fqn) ? present : absent).push_back(fqn);
+  }
+  if (md.count(whole) > 0) {
+    for (const std::string& fqn : present) {
+      found->Report(fqn, "unexpected " + Quote(fqn) +
+                             " (the checkpoint holds " + h.name + " as " +
+                             Quote(whole) + " too)");
+    }
+  } else if (present.empty()) {
+    found->Report(whole, kMissing + Quote(whole) + " (" + Describe(e) + ")");
+  } else {
+    for (const std::string& fqn : absent) {
+      found->Report(fqn, kMissing + Quote(fqn) + " (float64 [], as " +
+                             Quote(present[0]) + ")");
+    }
+  }
+}
+
+// Every parameter has each option of LibTorch's.
+void CheckOptions(const LoadTarget& target, const Metadata& metadata,
+                  MetadataProblems* found) {
+  const auto& md = metadata.state_dict_metadata;
   for (const OptimizerParam& p : target.params) {
     for (const HyperField& h : target.kind->hyper) {
       if (h.role != HyperRole::kOption) continue;
-      const std::string whole = GroupFqn(o, p.fqn, h.name);
-      const Expected& e = target.expected.at(whole);
-      const bool has = md.count(whole) > 0;
-      if (h.type != HyperType::kFloat64Pair) {
-        if (!has) {
-          report(whole, kMissing + Quote(whole) + " (" + Describe(e) + ")");
-        }
+      if (h.type == HyperType::kFloat64Pair) {
+        CheckPairOption(target, metadata, p.fqn, h, found);
         continue;
       }
-      std::vector<std::string> present, absent;
-      for (size_t i = 0; i < h.Count(); ++i) {
-        const std::string fqn = GroupFqn(o, p.fqn, h.LegacyElement(i));
-        (md.count(fqn) ? present : absent).push_back(fqn);
-      }
-      if (has) {
-        for (const std::string& fqn : present) {
-          report(fqn, "unexpected " + Quote(fqn) + " (the checkpoint holds " +
-                          h.name + " as " + Quote(whole) + " too)");
-        }
-      } else if (present.empty()) {
-        report(whole, kMissing + Quote(whole) + " (" + Describe(e) + ")");
-      } else {
-        for (const std::string& fqn : absent) {
-          report(fqn, kMissing + Quote(fqn) + " (float64 [], as " +
-                          Quote(present[0]) + ")");
-        }
+      const std::string whole = GroupFqn(target.options, p.fqn, h.name);
+      const Expected& e = target.expected.at(whole);
+      if (!md.count(whole)) {
+        found->Report(whole,
+                      kMissing + Quote(whole) + " (" + Describe(e) + ")");
       }
     }
   }
-  // A parameter with state has all of its unconditional fields.
+}
+
+// A parameter with state has all of its unconditional fields.
+void CheckStateFields(const LoadTarget& target, const Metadata& metadata,
+                      MetadataProblems* found) {
+  const TorchOptions& o = target.options;
+  const auto& md = metadata.state_dict_metadata;
   for (const OptimizerParam& p : target.params) {
     const bool has = HasState(target, metadata, p.fqn);
     if (!has && !target.kind->state_from_start) continue;
     for (const StateField& f : target.kind->state) {
       const std::string fqn = StateFqn(o, p.fqn, f.name);
       if (f.exists_if == nullptr && !md.count(fqn)) {
-        report(fqn, kMissing + Quote(fqn) + " (" +
-                        Describe(target.expected.at(fqn)) + ")");
+        found->Report(fqn, kMissing + Quote(fqn) + " (" +
+                               Describe(target.expected.at(fqn)) + ")");
       }
     }
     const std::string step = StateFqn(o, p.fqn, "step");
     if (target.kind->step != nullptr && !md.count(step)) {
-      report(step, kMissing + Quote(step) + " (float32 [])");
+      found->Report(step, kMissing + Quote(step) + " (float32 [])");
     }
   }
-  if (std::string kind = KindProblem(target, metadata); !kind.empty()) {
-    problems.insert(problems.begin(),
-                    kind + " (so " + std::to_string(optimizer.size()) +
-                        " optimizer fqns differ, not listed)");
-  } else {
-    problems.insert(problems.end(), optimizer.begin(), optimizer.end());
-  }
-  return problems;
+}
+
+}  // namespace
+
+std::vector<std::string> CheckMetadata(const LoadTarget& target,
+                                       const Metadata& metadata) {
+  MetadataProblems found(target.options);
+  CheckExpectedItems(target, metadata, &found);
+  CheckUnexpectedItems(target, metadata, &found);
+  if (target.kind == nullptr) return found.TakeWithoutOptimizer();
+  CheckOptions(target, metadata, &found);
+  CheckStateFields(target, metadata, &found);
+  return found.Take(KindProblem(target, metadata));
 }
 
 std::optional<HyperNumbers> HyperValue(const LoadTarget& target,
@@ -542,99 +605,112 @@ bool SameBits(const HyperNumbers& a, const HyperNumbers& b) {
          std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
-}  // namespace
-
-std::vector<std::string> CheckValues(const LoadTarget& target,
-                                     const Metadata& metadata,
-                                     const SmallItems& small) {
-  const TorchOptions& o = target.options;
+// What CheckValues has found so far.
+struct ValueProblems {
   std::vector<std::string> problems;
+  // The problems each parameter of a param group repeats, said last.
   Repeated repeated;
-  if (target.kind != nullptr) {
-    const OptimizerKind& kind = *target.kind;
-    const auto& groups = target.trainer.optimizer->param_groups();
-    // Per param group, its first parameter: the others must agree with it.
-    std::map<size_t, const OptimizerParam*> first;
-    std::set<std::pair<size_t, std::string>> reported;
-    for (const OptimizerParam& p : target.params) {
-      auto [lead, fresh] = first.emplace(p.group, &p);
-      for (const HyperField& h : kind.hyper) {
-        const HyperRead r = ReadHyper(target, small, p.fqn, h);
-        if (r.kind == HyperRead::Kind::kAbsent) continue;  // Optional.
-        if (r.kind == HyperRead::Kind::kPickle) {
-          repeated.Add(kPickled, r.fqn);
-          continue;
-        }
-        if (!Fits(h, r)) {
-          repeated.Add(" holds " + Holds(r) + "; the " + kind.name +
-                           " optimizer's " + h.name + " is " + Wants(h),
-                       r.fqn);
-          continue;
-        }
-        switch (h.role) {
-          case HyperRole::kPythonImpl:
-            continue;  // It only picks one of Python's implementations.
-          case HyperRole::kPythonFalse:
-            if (r.numbers[0] != 0) {
-              repeated.Add(std::string(" is true, but ") + h.why, r.fqn);
-            }
-            continue;
-          case HyperRole::kKindMark:
-            if (r.numbers != h.get(groups[p.group].options()) &&
-                reported.emplace(SIZE_MAX, h.name).second) {
-              problems.push_back(
-                  "optimizer kind: the checkpoint's param group of " +
-                  Quote(p.fqn) + " has " + h.name + " " +
-                  ValueText(h, r.numbers) + ", which is " +
-                  KindWithMark(h.name, r.numbers) + "'s; this optimizer is " +
-                  kind.name);
-            }
-            break;
-          case HyperRole::kOption:
-            break;
-        }
-        if (fresh) continue;
-        const HyperRead lr = ReadHyper(target, small, lead->second->fqn, h);
-        if (!Fits(h, lr)) continue;  // Reported as its own problem.
-        if (!SameBits(r.numbers, lr.numbers) &&
-            reported.emplace(p.group, h.name).second) {
-          problems.push_back(
-              "param group layout: " + Quote(lead->second->fqn) + " and " +
-              Quote(p.fqn) + " share param group " + std::to_string(p.group) +
-              " here, but the checkpoint has " + h.name + " " +
-              ValueText(h, lr.numbers) + " and " + ValueText(h, r.numbers) +
-              " for them: it grouped them apart");
-        }
+  // Said once: (param group, hyperparameter) for a group's parameters that
+  // disagree, (SIZE_MAX, hyperparameter) for the optimizer kind.
+  std::set<std::pair<size_t, std::string>> reported;
+};
+
+// The checkpoint's hyperparameter `h` of parameter `p` is this optimizer's,
+// and the same as that of `lead`, the first parameter of p's param group.
+void CheckHyper(const LoadTarget& target, const SmallItems& small,
+                const OptimizerParam& p, const OptimizerParam& lead,
+                const HyperField& h, ValueProblems* found) {
+  const OptimizerKind& kind = *target.kind;
+  const HyperRead r = ReadHyper(target, small, p.fqn, h);
+  if (r.kind == HyperRead::Kind::kAbsent) return;  // Optional.
+  if (r.kind == HyperRead::Kind::kPickle) {
+    found->repeated.Add(kPickled, r.fqn);
+    return;
+  }
+  if (!Fits(h, r)) {
+    found->repeated.Add(" holds " + Holds(r) + "; the " + kind.name +
+                            " optimizer's " + h.name + " is " + Wants(h),
+                        r.fqn);
+    return;
+  }
+  switch (h.role) {
+    case HyperRole::kPythonImpl:
+      return;  // It only picks one of Python's implementations.
+    case HyperRole::kPythonFalse:
+      if (r.numbers[0] != 0) {
+        found->repeated.Add(std::string(" is true, but ") + h.why, r.fqn);
       }
-      if (!HasState(target, metadata, p.fqn)) continue;
-      for (const StateField& f : kind.state) {
-        if (f.exists_if == nullptr) continue;
-        const HyperField* cond = kind.FindHyper(f.exists_if);
-        const std::optional<HyperNumbers> v =
-            cond == nullptr ? std::nullopt
-                            : HyperValue(target, small, p.fqn, *cond);
-        if (!v) continue;  // Reported above.
-        const std::string fqn = StateFqn(o, p.fqn, f.name);
-        const bool wanted = v->at(0) != 0;
-        const bool there = metadata.state_dict_metadata.count(fqn) > 0;
-        if (wanted != there) {
-          problems.push_back(std::string(wanted ? kMissing : "unexpected ") +
-                             Quote(fqn) + " (the checkpoint's " + f.exists_if +
-                             " is " + (wanted ? "set" : "not set") + ")");
-        }
+      return;
+    case HyperRole::kKindMark: {
+      const auto& groups = target.trainer.optimizer->param_groups();
+      if (r.numbers != h.get(groups[p.group].options()) &&
+          found->reported.emplace(SIZE_MAX, h.name).second) {
+        found->problems.push_back(
+            "optimizer kind: the checkpoint's param group of " + Quote(p.fqn) +
+            " has " + h.name + " " + ValueText(h, r.numbers) + ", which is " +
+            KindWithMark(h.name, r.numbers) + "'s; this optimizer is " +
+            kind.name);
       }
-      const std::string step_fqn = StateFqn(o, p.fqn, "step");
-      if (auto step = small.tensors.find(step_fqn);
-          step != small.tensors.end()) {
-        const double v = ScalarOf(step->second);
-        if (!(v >= 0) || v != std::floor(v)) {
-          problems.push_back(Quote(step_fqn) + " is " + Number(v) +
-                             "; a step count is a whole number >= 0");
-        }
-      }
+      break;
+    }
+    case HyperRole::kOption:
+      break;
+  }
+  if (&lead == &p) return;
+  const HyperRead lr = ReadHyper(target, small, lead.fqn, h);
+  if (!Fits(h, lr)) return;  // Reported as its own problem.
+  if (!SameBits(r.numbers, lr.numbers) &&
+      found->reported.emplace(p.group, h.name).second) {
+    found->problems.push_back(
+        "param group layout: " + Quote(lead.fqn) + " and " + Quote(p.fqn) +
+        " share param group " + std::to_string(p.group) +
+        " here, but the checkpoint has " + h.name + " " +
+        ValueText(h, lr.numbers) + " and " + ValueText(h, r.numbers) +
+        " for them: it grouped them apart");
+  }
+}
+
+// Parameter `p`'s state has each conditional field exactly when the
+// checkpoint's hyperparameter it depends on is set.
+void CheckConditionalState(const LoadTarget& target, const Metadata& metadata,
+                           const SmallItems& small, const OptimizerParam& p,
+                           std::vector<std::string>* problems) {
+  const OptimizerKind& kind = *target.kind;
+  for (const StateField& f : kind.state) {
+    if (f.exists_if == nullptr) continue;
+    const HyperField* cond = kind.FindHyper(f.exists_if);
+    const std::optional<HyperNumbers> v =
+        cond == nullptr ? std::nullopt
+                        : HyperValue(target, small, p.fqn, *cond);
+    if (!v) continue;  // Reported above.
+    const std::string fqn = StateFqn(target.options, p.fqn, f.name);
+    const bool wanted = v->at(0) != 0;
+    const bool there = metadata.state_dict_metadata.count(fqn) > 0;
+    if (wanted != there) {
+      problems->push_back(std::string(wanted ? kMissing : "unexpected ") +
+                          Quote(fqn) + " (the checkpoint's " + f.exists_if +
+                          " is " + (wanted ? "set" : "not set") + ")");
     }
   }
-  repeated.AppendTo(&problems);
+}
+
+// Parameter `p`'s step, if the checkpoint has it, is a step count.
+void CheckStep(const LoadTarget& target, const SmallItems& small,
+               const OptimizerParam& p, std::vector<std::string>* problems) {
+  const std::string step_fqn = StateFqn(target.options, p.fqn, "step");
+  if (auto step = small.tensors.find(step_fqn); step != small.tensors.end()) {
+    const double v = ScalarOf(step->second);
+    if (!(v >= 0) || v != std::floor(v)) {
+      problems->push_back(Quote(step_fqn) + " is " + Number(v) +
+                          "; a step count is a whole number >= 0");
+    }
+  }
+}
+
+// The checkpoint's RNG state, if it has one, is a CPU generator's.
+void CheckRngState(const LoadTarget& target, const SmallItems& small,
+                   std::vector<std::string>* problems) {
+  const TorchOptions& o = target.options;
   if (auto rng = small.tensors.find(RngStateFqn(o));
       rng != small.tensors.end()) {
     Status s = CatchTorch(StatusCode::kInvalidArgument, "", [&] {
@@ -643,12 +719,35 @@ std::vector<std::string> CheckValues(const LoadTarget& target,
       return Status::OK();
     });
     if (!s.ok()) {
-      problems.push_back(Quote(RngStateFqn(o)) +
-                         " is not a CPU generator's state (LibTorch says" +
-                         s.message() + ")");
+      problems->push_back(Quote(RngStateFqn(o)) +
+                          " is not a CPU generator's state (LibTorch says" +
+                          s.message() + ")");
     }
   }
-  return problems;
+}
+
+}  // namespace
+
+std::vector<std::string> CheckValues(const LoadTarget& target,
+                                     const Metadata& metadata,
+                                     const SmallItems& small) {
+  ValueProblems found;
+  if (target.kind != nullptr) {
+    // Per param group, its first parameter: the others must agree with it.
+    std::map<size_t, const OptimizerParam*> first;
+    for (const OptimizerParam& p : target.params) {
+      const OptimizerParam& lead = *first.emplace(p.group, &p).first->second;
+      for (const HyperField& h : target.kind->hyper) {
+        CheckHyper(target, small, p, lead, h, &found);
+      }
+      if (!HasState(target, metadata, p.fqn)) continue;
+      CheckConditionalState(target, metadata, small, p, &found.problems);
+      CheckStep(target, small, p, &found.problems);
+    }
+  }
+  found.repeated.AppendTo(&found.problems);
+  CheckRngState(target, small, &found.problems);
+  return std::move(found.problems);
 }
 
 Status Mismatch(const std::vector<std::string>& problems) {
