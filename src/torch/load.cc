@@ -250,12 +250,9 @@ void Apply(const LoadTarget& t, const Metadata& metadata, SmallItems& small) {
   }
 }
 
-}  // namespace
-
-Status Load(const Trainer& trainer, StorageReader& reader,
-            const LoadOptions& load_options, const TorchOptions& options) {
-  const std::string context =
-      "load of checkpoint " + util::Quote(load_options.checkpoint_id);
+// Load's arguments are ones it can take.
+Status CheckArguments(const Trainer& trainer, const LoadOptions& load_options,
+                      const TorchOptions& options, const std::string& context) {
   if (trainer.module == nullptr) {
     return Status::InvalidArgument(context + ": Trainer::module is null");
   }
@@ -265,9 +262,14 @@ Status Load(const Trainer& trainer, StorageReader& reader,
         ": rocksdcp::torch::Load plans the load itself; leave "
         "LoadOptions::planner null");
   }
-  ROCKSDCP_RETURN_IF_ERROR(CheckPrefixes(options));
-  ::torch::NoGradGuard no_grad;
+  return CheckPrefixes(options);
+}
 
+// MakeLoadTarget, with what LibTorch throws as InvalidArgument.
+Result<LoadTarget> MakeTarget(const Trainer& trainer,
+                              const LoadOptions& load_options,
+                              const TorchOptions& options,
+                              const std::string& context) {
   std::optional<LoadTarget> target;
   ROCKSDCP_RETURN_IF_ERROR(
       CatchTorch(StatusCode::kInvalidArgument, context, [&]() -> Status {
@@ -277,21 +279,51 @@ Status Load(const Trainer& trainer, StorageReader& reader,
         target = std::move(made).value();
         return Status::OK();
       }));
+  return std::move(*target);
+}
 
-  // Phase 1: check the metadata, read the small items.
-  SmallItems small;
-  std::optional<std::string> save_id;
-  HookPlanner check_metadata([&](StateDict* dict, const Metadata& md) {
-    std::vector<std::string> problems = CheckMetadata(*target, md);
-    if (!problems.empty()) return Mismatch(problems);
-    if (md.storage_meta) save_id = md.storage_meta->save_id;
-    return AddSmallItems(*target, md, &small, dict);
-  });
+// `load_options` for one of Load's phases, which `planner` plans.
+LoadOptions PhaseOptions(const LoadOptions& load_options,
+                         LoadPlanner* planner) {
   LoadOptions phase = load_options;
-  phase.planner = &check_metadata;
+  phase.planner = planner;
   // The target already left out what a partial load may miss.
   phase.allow_partial_load = false;
-  ROCKSDCP_RETURN_IF_ERROR(rocksdcp::Load(&small.dict, reader, phase));
+  return phase;
+}
+
+// Phase 1: checks the metadata and reads the small items into `small`;
+// `save_id` is the checkpoint's save id, if it has one.
+Status ReadSmallItems(const LoadTarget& target, StorageReader& reader,
+                      const LoadOptions& load_options, SmallItems* small,
+                      std::optional<std::string>* save_id) {
+  HookPlanner check_metadata([&](StateDict* dict, const Metadata& md) {
+    std::vector<std::string> problems = CheckMetadata(target, md);
+    if (!problems.empty()) return Mismatch(problems);
+    if (md.storage_meta) *save_id = md.storage_meta->save_id;
+    return AddSmallItems(target, md, small, dict);
+  });
+  return rocksdcp::Load(&small->dict, reader,
+                        PhaseOptions(load_options, &check_metadata));
+}
+
+}  // namespace
+
+Status Load(const Trainer& trainer, StorageReader& reader,
+            const LoadOptions& load_options, const TorchOptions& options) {
+  const std::string context =
+      "load of checkpoint " + util::Quote(load_options.checkpoint_id);
+  ROCKSDCP_RETURN_IF_ERROR(
+      CheckArguments(trainer, load_options, options, context));
+  ::torch::NoGradGuard no_grad;
+  ROCKSDCP_ASSIGN_OR_RETURN(
+      const LoadTarget target,
+      MakeTarget(trainer, load_options, options, context));
+
+  SmallItems small;
+  std::optional<std::string> save_id;
+  ROCKSDCP_RETURN_IF_ERROR(
+      ReadSmallItems(target, reader, load_options, &small, &save_id));
 
   // Phase 2: check the values and the save, read the tensors in place.
   StateChanges changes(trainer.optimizer);
@@ -306,20 +338,20 @@ Status Load(const Trainer& trainer, StorageReader& reader,
           "the checkpoint was saved again (overwritten) between the two "
           "phases of this load, so nothing was written; load it again");
     }
-    std::vector<std::string> problems = CheckMetadata(*target, md);
-    if (problems.empty()) problems = CheckValues(*target, md, small);
+    std::vector<std::string> problems = CheckMetadata(target, md);
+    if (problems.empty()) problems = CheckValues(target, md, small);
     if (!problems.empty()) return Mismatch(problems);
     for (const auto& [fqn, item] : md.state_dict_metadata) {
       if (PartOf(options, fqn) == Part::kOptimizer) {
         optimizer_items.state_dict_metadata.emplace(fqn, item);
       }
     }
-    ROCKSDCP_ASSIGN_OR_RETURN(written, AddTensors(*target, md, &changes, dict));
+    ROCKSDCP_ASSIGN_OR_RETURN(written, AddTensors(target, md, &changes, dict));
     return Status::OK();
   });
-  phase.planner = &check_values;
   StateDict dict;
-  Status read = rocksdcp::Load(&dict, reader, phase);
+  Status read =
+      rocksdcp::Load(&dict, reader, PhaseOptions(load_options, &check_values));
   if (!read.ok()) {
     changes.Undo();
     return read;
@@ -329,7 +361,7 @@ Status Load(const Trainer& trainer, StorageReader& reader,
     for (const ::torch::Tensor& t : written) {
       if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
     }
-    Apply(*target, optimizer_items, small);
+    Apply(target, optimizer_items, small);
     return Status::OK();
   });
 }
