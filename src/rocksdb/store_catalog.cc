@@ -145,46 +145,30 @@ void StoreImpl::UnpinLocked(const std::vector<std::string>& names) {
   }
 }
 
-Result<CommittedCheckpoint> StoreImpl::LookupCommitted(
-    const std::string& id, std::vector<std::string>* pin_for_save) {
-  ROCKSDCP_RETURN_IF_ERROR(NeedDB("lookup of checkpoint " + Quote(id)));
-  ROCKSDCP_RETURN_IF_ERROR(keys::ValidateCheckpointId(id));
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
-                               keys::CatalogKey(id), &value);
-  if (s.IsNotFound()) {
-    const std::string where = "checkpoint " + Quote(id) + " in store " +
-                              Quote(path_) + " is not committed";
-    if (saving_ids_.count(id) > 0 || HasStagingDirFor(id)) {
-      return Status::NotFound(where +
-                              ": a save of it is still running, or did not "
-                              "finish; it cannot be loaded");
-    }
-    if (cfs_.count(id) > 0) {
-      // The catalog entry goes first when a checkpoint is deleted, and is
-      // written last when one is saved.
-      return Status::NotFound(
-          where +
-          ": the catalog has no entry for it, though its column family is "
-          "still there (it was deleted, or its save never finished; garbage "
-          "collection drops it); it cannot be loaded");
-    }
-    return Status::NotFound("checkpoint " + Quote(id) + " not found in store " +
-                            Quote(path_));
+Status StoreImpl::NotCommittedLocked(const std::string& id) const {
+  const std::string where = "checkpoint " + Quote(id) + " in store " +
+                            Quote(path_) + " is not committed";
+  if (saving_ids_.count(id) > 0 || HasStagingDirFor(id)) {
+    return Status::NotFound(where +
+                            ": a save of it is still running, or did not "
+                            "finish; it cannot be loaded");
   }
-  if (!s.ok()) {
-    return FromRocksDB(s, "checkpoint " + Quote(id) + ": reading catalog");
+  if (cfs_.count(id) > 0) {
+    // The catalog entry goes first when a checkpoint is deleted, and is
+    // written last when one is saved.
+    return Status::NotFound(
+        where +
+        ": the catalog has no entry for it, though its column family is "
+        "still there (it was deleted, or its save never finished; garbage "
+        "collection drops it); it cannot be loaded");
   }
-  auto info = SoundCatalogEntry(id, value);
-  if (!info.ok()) {
-    return Status::Corruption("checkpoint " + Quote(id) + ": " +
-                              info.status().message() +
-                              ": the catalog is damaged");
-  }
-  auto it = cfs_.find(info->column_family);
-  if (it == cfs_.end() && options_.read_only &&
-      vanished_cfs_.count(info->column_family) > 0) {
+  return Status::NotFound("checkpoint " + Quote(id) + " not found in store " +
+                          Quote(path_));
+}
+
+Status StoreImpl::MissingColumnFamilyLocked(const std::string& id,
+                                            const std::string& cf_name) const {
+  if (options_.read_only && vanished_cfs_.count(cf_name) > 0) {
     // A read-only open beside a writer that was creating or dropping the
     // column family just then opens without it.
     return Status::NotFound(
@@ -192,7 +176,7 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(
         " changed while this read-only store opened (another process was "
         "saving or deleting it); open the store again to load it");
   }
-  if (it == cfs_.end() && options_.read_only && !probing_) {
+  if (options_.read_only && !probing_) {
     // Its column family may have been created after this open listed them,
     // and the checkpoint deleted since: the store as it is now tells a race
     // from damage. (Only on this error path: an open costs milliseconds.)
@@ -217,20 +201,49 @@ Result<CommittedCheckpoint> StoreImpl::LookupCommitted(
       }
     }
   }
-  if (it == cfs_.end()) {
-    return Status::Corruption(
-        "checkpoint " + Quote(id) + ": catalog names column family " +
-        Quote(info->column_family) + ", which the store does not have");
-  }
+  return Status::Corruption("checkpoint " + Quote(id) +
+                            ": catalog names column family " + Quote(cf_name) +
+                            ", which the store does not have");
+}
+
+CommittedCheckpoint StoreImpl::CommittedLocked(
+    CheckpointInfo info,
+    std::shared_ptr<rocksdb::ColumnFamilyHandle> cf) const {
   CommittedCheckpoint c;
-  c.cf = it->second;
-  c.stored_bytes = StoredBytes(it->second.get());
-  for (const std::string& name : info->referenced_column_families) {
+  c.cf = std::move(cf);
+  c.stored_bytes = StoredBytes(c.cf.get());
+  for (const std::string& name : info.referenced_column_families) {
     auto source = cfs_.find(name);
     if (source == cfs_.end()) continue;
     c.sources[name] = {source->second, StoredBytes(source->second.get())};
   }
-  c.info = std::move(info).value();
+  c.info = std::move(info);
+  return c;
+}
+
+Result<CommittedCheckpoint> StoreImpl::LookupCommitted(
+    const std::string& id, std::vector<std::string>* pin_for_save) {
+  ROCKSDCP_RETURN_IF_ERROR(NeedDB("lookup of checkpoint " + Quote(id)));
+  ROCKSDCP_RETURN_IF_ERROR(keys::ValidateCheckpointId(id));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
+                               keys::CatalogKey(id), &value);
+  if (s.IsNotFound()) return NotCommittedLocked(id);
+  if (!s.ok()) {
+    return FromRocksDB(s, "checkpoint " + Quote(id) + ": reading catalog");
+  }
+  auto info = SoundCatalogEntry(id, value);
+  if (!info.ok()) {
+    return Status::Corruption("checkpoint " + Quote(id) + ": " +
+                              info.status().message() +
+                              ": the catalog is damaged");
+  }
+  auto it = cfs_.find(info->column_family);
+  if (it == cfs_.end()) {
+    return MissingColumnFamilyLocked(id, info->column_family);
+  }
+  CommittedCheckpoint c = CommittedLocked(std::move(info).value(), it->second);
   if (pin_for_save != nullptr) {
     pin_for_save->push_back(c.info.column_family);
     for (const auto& [name, source] : c.sources) pin_for_save->push_back(name);

@@ -336,6 +336,20 @@ class StoreImpl final : public Store {
   // in the WAL all the same.
   void FlushLargeMetadataLocked(rocksdb::ColumnFamilyHandle* cf,
                                 size_t metadata_bytes);
+  // LookupCommitted's NotFound for checkpoint `id`, which the catalog has
+  // no entry for: why, as far as the store tells.
+  Status NotCommittedLocked(const std::string& id) const;
+  // LookupCommitted's error for checkpoint `id`, whose catalog entry names
+  // column family `cf_name`, which the store does not have: NotFound if a
+  // save or delete raced this read-only store's open (it opens the store
+  // again to tell), Corruption if not.
+  Status MissingColumnFamilyLocked(const std::string& id,
+                                   const std::string& cf_name) const;
+  // Checkpoint `info`, in column family `cf`, with the column families it
+  // references that the store has.
+  CommittedCheckpoint CommittedLocked(
+      CheckpointInfo info,
+      std::shared_ptr<rocksdb::ColumnFamilyHandle> cf) const;
   // Releases one pin (LookupCommitted's pin_for_save) of each of `names`.
   void UnpinLocked(const std::vector<std::string>& names);
   // Drops each of `candidates` that is not kept; leaves them all to GC if
