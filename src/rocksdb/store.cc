@@ -299,6 +299,65 @@ Status ExplainUnreadableDirectory(const std::string& path,
   return Status::OK();
 }
 
+// The descriptors that open column families `names`, but those in
+// `unopenable`: the catalog's and, with `cf_options`, checkpoints'.
+std::vector<rocksdb::ColumnFamilyDescriptor> DescriptorsFor(
+    const std::vector<std::string>& names,
+    const std::set<std::string>& unopenable,
+    const rocksdb::Options& cf_options) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : names) {
+    if (unopenable.count(name) > 0) continue;
+    if (name == rocksdb::kDefaultColumnFamilyName) {
+      descriptors.emplace_back(name, CatalogColumnFamilyOptions());
+    } else {
+      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(cf_options));
+    }
+  }
+  return descriptors;
+}
+
+// Whether a read-only open of the store at `path` that ended with `s` (if
+// ok, `db` with `handles`) must open again: column families it asked for
+// were dropped meanwhile (added to `unopenable`), or a writer changed the
+// store under it.
+bool MustOpenAgain(const rocksdb::Status& s, rocksdb::DB* db,
+                   const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
+                   const rocksdb::DBOptions& db_options,
+                   const std::string& path, std::set<std::string>* unopenable) {
+  const bool vanished = AddColumnFamiliesNotFound(s, unopenable);
+  // Asked once per open, and only if an entry names a column family the
+  // open left out.
+  std::optional<std::set<std::string>> listed_now;
+  auto exists_now = [&](const std::string& cf) {
+    if (unopenable->count(cf) > 0) return false;
+    if (!listed_now) {
+      std::vector<std::string> now;
+      // Failing, it was most likely replacing its MANIFEST: open again.
+      if (!rocksdb::DB::ListColumnFamilies(db_options, path, &now).ok()) {
+        return true;
+      }
+      listed_now.emplace(now.begin(), now.end());
+    }
+    return listed_now->count(cf) > 0;
+  };
+  const bool changed = s.ok() && ViewIsTorn(db, handles, exists_now);
+  // The writer replaced a file (MANIFEST, OPTIONS) between reading its
+  // name and opening it.
+  const bool rotated = !s.ok() && FileRotated(s);
+  return vanished || changed || rotated;
+}
+
+// Closes and deletes `db`, which an open that must open again opened.
+void CloseToOpenAgain(
+    rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+  for (rocksdb::ColumnFamilyHandle* h : handles) {
+    db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  }
+  db->Close().PermitUncheckedError();
+  delete db;
+}
+
 }  // namespace
 
 Result<bool> StoreImpl::PrepareDirectories(const std::string& where) {
@@ -442,49 +501,19 @@ Status StoreImpl::OpenDB() {
     } else {
       names.push_back(rocksdb::kDefaultColumnFamilyName);
     }
-    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-    for (const std::string& name : names) {
-      if (unopenable.count(name) > 0) continue;
-      if (name == rocksdb::kDefaultColumnFamilyName) {
-        descriptors.emplace_back(name, CatalogColumnFamilyOptions());
-      } else {
-        descriptors.emplace_back(name,
-                                 rocksdb::ColumnFamilyOptions(cf_options));
-      }
-    }
+    const std::vector<rocksdb::ColumnFamilyDescriptor> descriptors =
+        DescriptorsFor(names, unopenable, cf_options);
     handles.clear();
     s = options_.read_only
             ? rocksdb::DB::OpenForReadOnly(db_options, path_, descriptors,
                                            &handles, &raw)
             : rocksdb::DB::Open(db_options, path_, descriptors, &handles, &raw);
     if (!options_.read_only || attempt == kReadOnlyOpenAttempts - 1) break;
-    const bool vanished = AddColumnFamiliesNotFound(s, &unopenable);
-    // Asked once per open, and only if an entry names a column family the
-    // open left out.
-    std::optional<std::set<std::string>> listed_now;
-    auto exists_now = [&](const std::string& cf) {
-      if (unopenable.count(cf) > 0) return false;
-      if (!listed_now) {
-        std::vector<std::string> now;
-        // Failing, it was most likely replacing its MANIFEST: open again.
-        if (!rocksdb::DB::ListColumnFamilies(db_options, path_, &now).ok()) {
-          return true;
-        }
-        listed_now.emplace(now.begin(), now.end());
-      }
-      return listed_now->count(cf) > 0;
-    };
-    const bool changed = s.ok() && ViewIsTorn(raw, handles, exists_now);
-    // The writer replaced a file (MANIFEST, OPTIONS) between reading its
-    // name and opening it.
-    const bool rotated = !s.ok() && FileRotated(s);
-    if (!vanished && !changed && !rotated) break;
+    if (!MustOpenAgain(s, raw, handles, db_options, path_, &unopenable)) {
+      break;
+    }
     if (s.ok()) {
-      for (rocksdb::ColumnFamilyHandle* h : handles) {
-        raw->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-      }
-      raw->Close().PermitUncheckedError();
-      delete raw;
+      CloseToOpenAgain(raw, handles);
       raw = nullptr;
     }
   }
