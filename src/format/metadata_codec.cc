@@ -366,11 +366,10 @@ MetadataCounts CountMetadata(const fb::Metadata& m) {
   return n;
 }
 
-}  // namespace
-
-Result<Metadata> DecodeMetadata(std::string_view value,
-                                const MetadataLimits& limits) {
-  const AlignedBytes aligned(value);
+// `aligned`'s root, verified with as many tables at most as `limits`'
+// stored bytes can back.
+Result<const fb::Metadata*> VerifiedMetadata(const AlignedBytes& aligned,
+                                             const MetadataLimits& limits) {
   // The Verifier visits a shared table once per reference: bounding the
   // tables by the items the store can hold bounds its work too.
   flatbuffers::uoffset_t max_tables = kMaxTables;
@@ -396,8 +395,13 @@ Result<Metadata> DecodeMetadata(std::string_view value,
     }
     return root.status();
   }
-  const fb::Metadata& m = **root;
+  return root;
+}
 
+// What `m`, a value of `value_size` bytes, lists fits the bytes the
+// checkpoint holds, and decodes to not much more than the value.
+Status CheckCounts(const fb::Metadata& m, size_t value_size,
+                   const MetadataLimits& limits) {
   const MetadataCounts counts = CountMetadata(m);
   if (counts.stored_bytes_needed > limits.stored_bytes) {
     return Bad("it lists " + std::to_string(counts.items) +
@@ -410,52 +414,71 @@ Result<Metadata> DecodeMetadata(std::string_view value,
                " bytes: it is forged or damaged");
   }
   const uint64_t decoded_limit = SaturatingAdd(
-      SaturatingMul(value.size(), kDecodedPerValueByte), kDecodedSlackBytes);
+      SaturatingMul(value_size, kDecodedPerValueByte), kDecodedSlackBytes);
   if (counts.decoded_bytes > decoded_limit) {
-    return Bad("its " + std::to_string(value.size()) +
+    return Bad("its " + std::to_string(value_size) +
                " bytes would decode to about " +
                std::to_string(counts.decoded_bytes) +
                " bytes: its tables are shared, which no rocksdcp writer does; "
                "it is forged or damaged");
   }
+  return Status::OK();
+}
+
+// m's state_dict entries into out->state_dict_metadata, each fqn once.
+Status DecodeStateDict(const fb::Metadata& m, Metadata* out) {
+  if (m.state_dict_metadata() == nullptr) return Status::OK();
+  for (const fb::StateDictEntry* e : *m.state_dict_metadata()) {
+    std::string fqn = e->fqn()->str();  // Required, so verified present.
+    ROCKSDCP_ASSIGN_OR_RETURN(StorageMetadata item,
+                              DecodeStateDictValue(*e, fqn));
+    // Writers list entries in fqn order: at the end, each goes in
+    // without a search. try_emplace leaves `fqn` alone when the key
+    // exists.
+    const size_t before = out->state_dict_metadata.size();
+    out->state_dict_metadata.try_emplace(out->state_dict_metadata.end(),
+                                         std::move(fqn), std::move(item));
+    if (out->state_dict_metadata.size() == before) {
+      return Bad("duplicate state_dict entry " + QuotedFqn(fqn));
+    }
+  }
+  return Status::OK();
+}
+
+// m's storage_data entries into out->storage_data, each index once.
+Status DecodeStorageData(const fb::Metadata& m, Metadata* out) {
+  if (m.storage_data() == nullptr) return Status::OK();
+  out->storage_data.reserve(m.storage_data()->size());
+  for (const fb::StorageDataEntry* e : *m.storage_data()) {
+    Result<MetadataIndex> decoded = DecodeIndex(*e->index());
+    if (!decoded.ok()) {
+      return Corrupt(kWhat, "storage_data index", decoded.status());
+    }
+    MetadataIndex index = std::move(decoded).value();
+    // try_emplace leaves `index` alone when the key exists.
+    if (!out->storage_data.try_emplace(std::move(index), ReadBytes(e->info()))
+             .second) {
+      return Bad("duplicate storage_data index " + QuotedIndex(index));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<Metadata> DecodeMetadata(std::string_view value,
+                                const MetadataLimits& limits) {
+  const AlignedBytes aligned(value);
+  ROCKSDCP_ASSIGN_OR_RETURN(const fb::Metadata* root,
+                            VerifiedMetadata(aligned, limits));
+  const fb::Metadata& m = *root;
+  ROCKSDCP_RETURN_IF_ERROR(CheckCounts(m, value.size(), limits));
 
   Metadata out;
   out.version = m.version() ? m.version()->str() : std::string();
   out.planner_data = ReadBytes(m.planner_data());
-
-  if (m.state_dict_metadata() != nullptr) {
-    for (const fb::StateDictEntry* e : *m.state_dict_metadata()) {
-      std::string fqn = e->fqn()->str();  // Required, so verified present.
-      ROCKSDCP_ASSIGN_OR_RETURN(StorageMetadata item,
-                                DecodeStateDictValue(*e, fqn));
-      // Writers list entries in fqn order: at the end, each goes in
-      // without a search. try_emplace leaves `fqn` alone when the key
-      // exists.
-      const size_t before = out.state_dict_metadata.size();
-      out.state_dict_metadata.try_emplace(out.state_dict_metadata.end(),
-                                          std::move(fqn), std::move(item));
-      if (out.state_dict_metadata.size() == before) {
-        return Bad("duplicate state_dict entry " + QuotedFqn(fqn));
-      }
-    }
-  }
-
-  if (m.storage_data() != nullptr) {
-    out.storage_data.reserve(m.storage_data()->size());
-    for (const fb::StorageDataEntry* e : *m.storage_data()) {
-      Result<MetadataIndex> decoded = DecodeIndex(*e->index());
-      if (!decoded.ok()) {
-        return Corrupt(kWhat, "storage_data index", decoded.status());
-      }
-      MetadataIndex index = std::move(decoded).value();
-      // try_emplace leaves `index` alone when the key exists.
-      if (!out.storage_data.try_emplace(std::move(index), ReadBytes(e->info()))
-               .second) {
-        return Bad("duplicate storage_data index " + QuotedIndex(index));
-      }
-    }
-  }
-
+  ROCKSDCP_RETURN_IF_ERROR(DecodeStateDict(m, &out));
+  ROCKSDCP_RETURN_IF_ERROR(DecodeStorageData(m, &out));
   if (m.storage_meta() != nullptr) {
     out.storage_meta = DecodeStorageMeta(*m.storage_meta());
   }
