@@ -271,22 +271,8 @@ Status RocksDBStorageReaderImpl::CheckDest(const PlannedRead& pr,
   return Status::OK();
 }
 
-Status RocksDBStorageReaderImpl::Plan(const ReadItem& ri, LoadPlanner& planner,
-                                      ChunkFinder& chunks, PlannedRead* pr,
-                                      uint32_t index,
-                                      std::vector<Task>* tasks) const {
-  pr->ri = &ri;
-  const bool tensor = ri.type == LoadItemType::kTensor;
-  ROCKSDCP_ASSIGN_OR_RETURN(pr->item,
-                            LookupItem(ri.storage_index, tensor, chunks));
-  const Item& item = pr->item;
-  if (!tensor) {
-    pr->bytes = item.info.length;
-    pr->end_piece = item.info.num_pieces;
-    AddTask(*pr, index, tasks);
-    return Status::OK();
-  }
-
+Result<uint64_t> RocksDBStorageReaderImpl::BoxElements(const ReadItem& ri,
+                                                       const Item& item) const {
   const size_t dims = item.chunk_sizes.size();
   if (ri.storage_offsets.size() != dims || ri.lengths.size() != dims) {
     return Status::InvalidArgument(ItemWhere(ri.storage_index) +
@@ -302,13 +288,14 @@ Status RocksDBStorageReaderImpl::Plan(const ReadItem& ri, LoadPlanner& planner,
     }
     numel *= static_cast<uint64_t>(ri.lengths[d]);
   }
-  const uint64_t elem = DTypeSize(item.dtype);
-  pr->bytes = numel * elem;
-  if (numel == 0) {
-    AddTask(*pr, index, tasks);
-    return Status::OK();
-  }
+  return numel;
+}
 
+Status RocksDBStorageReaderImpl::PlanPieces(const ReadItem& ri,
+                                            PlannedRead* pr) const {
+  const Item& item = pr->item;
+  const size_t dims = item.chunk_sizes.size();
+  const uint64_t elem = DTypeSize(item.dtype);
   pr->chunk_strides = ContiguousStrides(item.chunk_sizes);
   const size_t outer = dims == 0 ? 0 : dims - 1;
   pr->rows_per_step.assign(outer, 1);
@@ -338,11 +325,14 @@ Status RocksDBStorageReaderImpl::Plan(const ReadItem& ri, LoadPlanner& planner,
                               ": its pieces do not cover the chunk");
   }
   pr->end_piece = static_cast<uint32_t>(end_piece);
+  return Status::OK();
+}
+
+Status RocksDBStorageReaderImpl::PlanSplit(const ReadItem& ri,
+                                           LoadPlanner& planner,
+                                           PlannedRead* pr, uint32_t index,
+                                           std::vector<Task>* tasks) const {
   const uint32_t pieces = pr->end_piece - pr->first_piece;
-  if (pieces <= 1) {
-    AddTask(*pr, index, tasks);
-    return Status::OK();
-  }
   // Split: the destination is resolved now, once, for all its tasks.
   pr->split = true;
   auto resolved = planner.ResolveTensor(ri);
@@ -356,6 +346,36 @@ Status RocksDBStorageReaderImpl::Plan(const ReadItem& ri, LoadPlanner& planner,
     tasks->push_back({index, p});
   }
   return Status::OK();
+}
+
+Status RocksDBStorageReaderImpl::Plan(const ReadItem& ri, LoadPlanner& planner,
+                                      ChunkFinder& chunks, PlannedRead* pr,
+                                      uint32_t index,
+                                      std::vector<Task>* tasks) const {
+  pr->ri = &ri;
+  const bool tensor = ri.type == LoadItemType::kTensor;
+  ROCKSDCP_ASSIGN_OR_RETURN(pr->item,
+                            LookupItem(ri.storage_index, tensor, chunks));
+  const Item& item = pr->item;
+  if (!tensor) {
+    pr->bytes = item.info.length;
+    pr->end_piece = item.info.num_pieces;
+    AddTask(*pr, index, tasks);
+    return Status::OK();
+  }
+
+  ROCKSDCP_ASSIGN_OR_RETURN(const uint64_t numel, BoxElements(ri, item));
+  pr->bytes = numel * DTypeSize(item.dtype);
+  if (numel == 0) {
+    AddTask(*pr, index, tasks);
+    return Status::OK();
+  }
+  ROCKSDCP_RETURN_IF_ERROR(PlanPieces(ri, pr));
+  if (pr->end_piece - pr->first_piece <= 1) {
+    AddTask(*pr, index, tasks);
+    return Status::OK();
+  }
+  return PlanSplit(ri, planner, pr, index, tasks);
 }
 
 void RocksDBStorageReaderImpl::AddTask(const PlannedRead& pr, uint32_t index,

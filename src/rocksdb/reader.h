@@ -254,6 +254,17 @@ class RocksDBStorageReaderImpl final : public RocksDBStorageReader {
                           ChunkFinder& chunks) const;
   Status Plan(const ReadItem& ri, LoadPlanner& planner, ChunkFinder& chunks,
               PlannedRead* pr, uint32_t index, std::vector<Task>* tasks) const;
+  // The elements of ri's box; InvalidArgument unless it has the chunk's
+  // rank and lies within it.
+  Result<uint64_t> BoxElements(const ReadItem& ri, const Item& item) const;
+  // Where pr's box (of ri, not empty) lies in its chunk: its strides and
+  // rows, whether it is one run, and the pieces it reads; Corruption if
+  // the item's pieces do not cover them.
+  Status PlanPieces(const ReadItem& ri, PlannedRead* pr) const;
+  // A task per piece of pr, whose destination it resolves and checks now,
+  // once for all of them.
+  Status PlanSplit(const ReadItem& ri, LoadPlanner& planner, PlannedRead* pr,
+                   uint32_t index, std::vector<Task>* tasks) const;
   // How many threads to read `tasks` with, given the largest piece, and
   // the largest that may be compressed (each thread decodes one into a
   // buffer of that size, through planes of that size; 0 if none is).
