@@ -189,30 +189,30 @@ Status CheckPlansAgree(const std::vector<SavePlan>& plans) {
   return Status::OK();
 }
 
-// DCP's dedup_save_plans: an index planned by several ranks is written by
-// the one with the fewest bytes planned so far (ties go to the lowest rank),
-// visiting indices in first-seen order. Items whose size is unknown (bytes)
-// count as 1, as in DCP. Without dedup, a repeated index is an error.
-Result<std::vector<SavePlan>> DedupPlans(std::vector<SavePlan> plans,
-                                         bool dedup) {
-  // Per index: the first and last rank planning it, how many do, and the
-  // one chosen to write it.
-  struct Planned {
-    int first = -1;
-    int last = -1;
-    int count = 0;
-    int owner = -1;
-  };
-  IndexMap<Planned> planned;
-  planned.reserve(CountItems(plans));
-  std::vector<const WriteItem*> order;  // Indices in first-seen order.
+// Per index: the first and last rank planning it, how many do, and the
+// one chosen to write it.
+struct Planned {
+  int first = -1;
+  int last = -1;
+  int count = 0;
+  int owner = -1;
+};
+
+// Lists in `planned` the ranks planning each index, and in `order` the
+// indices in first-seen order. InvalidArgument for an index a rank plans
+// twice or, without `dedup`, that several ranks plan. Returns whether any
+// index is planned by several ranks.
+Result<bool> ListPlanned(const std::vector<SavePlan>& plans, bool dedup,
+                         IndexMap<Planned>* planned,
+                         std::vector<const WriteItem*>* order) {
+  planned->reserve(CountItems(plans));
   bool replicated = false;
   for (size_t rank = 0; rank < plans.size(); ++rank) {
     const int r = static_cast<int>(rank);
     for (const WriteItem& item : plans[rank].items) {
-      Planned& p = planned[&item.index];
+      Planned& p = (*planned)[&item.index];
       if (p.count == 0) {
-        order.push_back(&item);
+        order->push_back(&item);
         p.first = r;
       } else if (p.last == r) {
         return Status::InvalidArgument(
@@ -230,20 +230,26 @@ Result<std::vector<SavePlan>> DedupPlans(std::vector<SavePlan> plans,
       ++p.count;
     }
   }
-  if (!replicated) return plans;  // Every index has its one writer.
+  return replicated;
+}
 
+// Sets each index's owner: of the ranks planning it, the one with the
+// fewest bytes planned so far, visiting indices in `order`.
+void ChooseOwners(const std::vector<SavePlan>& plans,
+                  const std::vector<const WriteItem*>& order,
+                  IndexMap<Planned>* planned) {
   // The ranks planning each replicated index, ascending.
   IndexMap<std::vector<int>> ranks_of;
   for (size_t rank = 0; rank < plans.size(); ++rank) {
     for (const WriteItem& item : plans[rank].items) {
-      if (planned.find(&item.index)->second.count > 1) {
+      if (planned->find(&item.index)->second.count > 1) {
         ranks_of[&item.index].push_back(static_cast<int>(rank));
       }
     }
   }
   std::vector<uint64_t> planned_bytes(plans.size(), 0);
   for (const WriteItem* item : order) {
-    Planned& p = planned.find(&item->index)->second;
+    Planned& p = planned->find(&item->index)->second;
     int pick = p.first;
     if (p.count > 1) {
       for (int r : ranks_of.find(&item->index)->second) {
@@ -254,26 +260,46 @@ Result<std::vector<SavePlan>> DedupPlans(std::vector<SavePlan> plans,
     planned_bytes[pick] += size == 0 ? 1 : size;
     p.owner = pick;
   }
+}
+
+// The plans with only the items each rank owns, moved out of `plans`.
+std::vector<SavePlan> KeepOwned(std::vector<SavePlan>* plans,
+                                const IndexMap<Planned>& planned) {
   // Which items each rank keeps, decided before any item moves: the map's
   // keys point into the items.
-  std::vector<std::vector<bool>> keep(plans.size());
-  for (size_t rank = 0; rank < plans.size(); ++rank) {
-    for (const WriteItem& item : plans[rank].items) {
+  std::vector<std::vector<bool>> keep(plans->size());
+  for (size_t rank = 0; rank < plans->size(); ++rank) {
+    for (const WriteItem& item : (*plans)[rank].items) {
       keep[rank].push_back(planned.find(&item.index)->second.owner ==
                            static_cast<int>(rank));
     }
   }
-  std::vector<SavePlan> out(plans.size());
-  for (size_t rank = 0; rank < plans.size(); ++rank) {
-    out[rank].storage_data = std::move(plans[rank].storage_data);
-    out[rank].planner_data = std::move(plans[rank].planner_data);
-    out[rank].usable = plans[rank].usable;
-    for (size_t i = 0; i < plans[rank].items.size(); ++i) {
-      if (keep[rank][i])
-        out[rank].items.push_back(std::move(plans[rank].items[i]));
+  std::vector<SavePlan> out(plans->size());
+  for (size_t rank = 0; rank < plans->size(); ++rank) {
+    SavePlan& plan = (*plans)[rank];
+    out[rank].storage_data = std::move(plan.storage_data);
+    out[rank].planner_data = std::move(plan.planner_data);
+    out[rank].usable = plan.usable;
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      if (keep[rank][i]) out[rank].items.push_back(std::move(plan.items[i]));
     }
   }
   return out;
+}
+
+// DCP's dedup_save_plans: an index planned by several ranks is written by
+// the one with the fewest bytes planned so far (ties go to the lowest rank),
+// visiting indices in first-seen order. Items whose size is unknown (bytes)
+// count as 1, as in DCP. Without dedup, a repeated index is an error.
+Result<std::vector<SavePlan>> DedupPlans(std::vector<SavePlan> plans,
+                                         bool dedup) {
+  IndexMap<Planned> planned;
+  std::vector<const WriteItem*> order;  // Indices in first-seen order.
+  ROCKSDCP_ASSIGN_OR_RETURN(const bool replicated,
+                            ListPlanned(plans, dedup, &planned, &order));
+  if (!replicated) return plans;  // Every index has its one writer.
+  ChooseOwners(plans, order, &planned);
+  return KeepOwned(&plans, planned);
 }
 
 }  // namespace
