@@ -43,8 +43,10 @@ void PrintUsage(FILE* f, const Command& c) {
   }
 }
 
-const std::vector<Command>& Commands() {
-  static const std::vector<Command> kCommands = {
+// The commands that read the store: its checkpoints, their items, their
+// differences, their checksums.
+std::vector<Command> ReadCommands() {
+  return {
       {"ls",
        "STORE",
        "Lists the committed checkpoints, oldest first: id, "
@@ -84,6 +86,13 @@ const std::vector<Command>& Commands() {
        {},
        {},
        RunVerify},
+  };
+}
+
+// The commands that change the store: delete checkpoints, drop what
+// nothing holds, make a checkpoint hold every piece itself.
+std::vector<Command> ChangeCommands() {
+  return {
       {"rm",
        "STORE ID...",
        "Deletes the named checkpoints (none, if one of "
@@ -122,6 +131,13 @@ const std::vector<Command>& Commands() {
        {},
        {},
        RunMaterialize},
+  };
+}
+
+// The commands from a store to a file and back: a tensor as .npy, a
+// checkpoint as safetensors.
+std::vector<Command> FileCommands() {
+  return {
       {"dump",
        "STORE ID FQN --npy OUT",
        "Writes one tensor, reassembled "
@@ -152,6 +168,17 @@ const std::vector<Command>& Commands() {
        {},
        RunImport},
   };
+}
+
+// Every command, in the order the main usage lists them.
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> kCommands = [] {
+    std::vector<Command> all = ReadCommands();
+    for (std::vector<Command> group : {ChangeCommands(), FileCommands()}) {
+      all.insert(all.end(), group.begin(), group.end());
+    }
+    return all;
+  }();
   return kCommands;
 }
 
@@ -171,70 +198,72 @@ int Usage(const Command& c, const std::string& msg) {
   return kExitUsage;
 }
 
-int Main(int argc, char** argv) {
-  if (argc < 2) {
-    PrintMainUsage(stderr);
-    return kExitUsage;
-  }
-  std::string name = argv[1];
-  if (name == "--help" || name == "-h" || name == "help") {
-    PrintMainUsage(stdout);
-    return kExitOk;
-  }
+// The command named `name`, or nullptr.
+const Command* FindCommand(const std::string& name) {
   const Command* cmd = nullptr;
   for (const Command& c : Commands()) {
     if (name == c.name) cmd = &c;
   }
-  if (cmd == nullptr) {
-    std::fprintf(stderr, "rocksdcp: unknown command '%s'\n", name.c_str());
-    PrintMainUsage(stderr);
-    return kExitUsage;
-  }
-  Args a;
+  return cmd;
+}
+
+// Parses cmd's arguments, argv[2...], into `a`. Returns kExitOk, or
+// kExitUsage for an unknown option or one without its value.
+int ParseArgs(const Command& cmd, int argc, char** argv, Args* a) {
   bool only_positional = false;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (only_positional || arg.size() < 2 || arg.rfind("-", 0) != 0) {
-      a.positional.push_back(arg);
+      a->positional.push_back(arg);
     } else if (arg == "--") {
       only_positional = true;
     } else if (arg == "--help" || arg == "-h") {
-      a.help = true;
+      a->help = true;
     } else if (arg == "--json") {
-      a.json = true;
-    } else if (std::count(cmd->bool_flags.begin(), cmd->bool_flags.end(),
+      a->json = true;
+    } else if (std::count(cmd.bool_flags.begin(), cmd.bool_flags.end(), arg)) {
+      a->flags[arg] = "";
+    } else if (std::count(cmd.value_flags.begin(), cmd.value_flags.end(),
                           arg)) {
-      a.flags[arg] = "";
-    } else if (std::count(cmd->value_flags.begin(), cmd->value_flags.end(),
-                          arg)) {
-      if (i + 1 >= argc) return Usage(*cmd, arg + " needs a value");
-      a.flags[arg] = argv[++i];
+      if (i + 1 >= argc) return Usage(cmd, arg + " needs a value");
+      a->flags[arg] = argv[++i];
     } else {
-      return Usage(*cmd, "unknown option '" + arg + "'");
+      return Usage(cmd, "unknown option '" + arg + "'");
     }
   }
-  if (a.help) {
-    PrintUsage(stdout, *cmd);
-    return kExitOk;
-  }
+  return kExitOk;
+}
+
+// Returns kExitOk if `a` has as many positional arguments as cmd takes,
+// and each value flag it requires; kExitUsage if not.
+int CheckArgs(const Command& cmd, const Args& a) {
   int n = static_cast<int>(a.positional.size());
-  if (n < cmd->min_positional ||
-      (cmd->max_positional >= 0 && n > cmd->max_positional)) {
-    return Usage(*cmd, "expected " + std::string(cmd->usage) + ", got " +
-                           std::to_string(n) + " arguments");
+  if (n < cmd.min_positional ||
+      (cmd.max_positional >= 0 && n > cmd.max_positional)) {
+    return Usage(cmd, "expected " + std::string(cmd.usage) + ", got " +
+                          std::to_string(n) + " arguments");
   }
-  for (const std::string& f : cmd->value_flags) {
-    if (!a.has(f)) return Usage(*cmd, f + " is required");
+  for (const std::string& f : cmd.value_flags) {
+    if (!a.has(f)) return Usage(cmd, f + " is required");
   }
-  int rc;
+  return kExitOk;
+}
+
+// Runs `cmd`; returns its exit code.
+int RunCommand(const Command& cmd, const Args& a) {
   try {
-    rc = cmd->run(a);
+    return cmd.run(a);
   } catch (const std::bad_alloc&) {
     // The library returns ResourceExhausted for its own allocations; this
     // is the tool's (a table, a JSON document) running out.
-    std::fprintf(stderr, "rocksdcp %s: out of memory\n", cmd->name);
-    rc = kExitFailed;
+    std::fprintf(stderr, "rocksdcp %s: out of memory\n", cmd.name);
+    return kExitFailed;
   }
+}
+
+// Writes out what `cmd`, which ended with exit code `rc`, printed; returns
+// its exit code, kExitFailed if that output was lost.
+int FinishCommand(const Command& cmd, int rc) {
   const int output_error = FinishOutput();
   if (output_error == EPIPE) {
     // The reader went away (`rocksdcp info ... | head`): not an error
@@ -250,11 +279,37 @@ int Main(int argc, char** argv) {
   } else if (output_error != 0) {
     // Output a script reads must not be lost silently: a full disk behind
     // stdout fails the command.
-    std::fprintf(stderr, "rocksdcp %s: cannot write the output: %s\n",
-                 cmd->name, std::strerror(output_error));
+    std::fprintf(stderr, "rocksdcp %s: cannot write the output: %s\n", cmd.name,
+                 std::strerror(output_error));
     if (rc == kExitOk) rc = kExitFailed;
   }
   return rc;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintMainUsage(stderr);
+    return kExitUsage;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    PrintMainUsage(stdout);
+    return kExitOk;
+  }
+  const Command* cmd = FindCommand(name);
+  if (cmd == nullptr) {
+    std::fprintf(stderr, "rocksdcp: unknown command '%s'\n", name.c_str());
+    PrintMainUsage(stderr);
+    return kExitUsage;
+  }
+  Args a;
+  if (int rc = ParseArgs(*cmd, argc, argv, &a); rc != kExitOk) return rc;
+  if (a.help) {
+    PrintUsage(stdout, *cmd);
+    return kExitOk;
+  }
+  if (int rc = CheckArgs(*cmd, a); rc != kExitOk) return rc;
+  return FinishCommand(*cmd, RunCommand(*cmd, a));
 }
 
 }  // namespace
