@@ -66,5 +66,5 @@ foreach(name piece metadata catalog keys safetensors store sst_vet)
   # TIMEOUT: the run's own bound is ROCKSDCP_FUZZ_SECONDS; this one only
   # stops a fuzzer that hangs.
   set_tests_properties(fuzz.${name} PROPERTIES
-    FIXTURES_REQUIRED rocksdcp_fuzzers LABELS fuzz TIMEOUT 3600)
+    FIXTURES_REQUIRED rocksdcp_fuzzers LABELS fuzz TIMEOUT 3600 COST 32)
 endforeach()

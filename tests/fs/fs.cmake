@@ -33,11 +33,16 @@ endif()
 set(fs_timeout 900)
 math(EXPR fs_script_timeout "${fs_timeout} - 60")
 
-# rocksdcp_fs_test(<suite> <target> <gtest filter> [ENV <var=value>...]):
+# rocksdcp_fs_test(<suite> <target> <gtest filter> [COST <s>]
+#                  [ENV <var=value>...]):
 # fs.xfs.<suite> and fs.tmpfs.<suite>, each running <target>'s tests that
-# <gtest filter> selects.
+# <gtest filter> selects. COST, about its seconds in CI, starts the long
+# ones early in a fresh tree (registered last, they would start last).
 function(rocksdcp_fs_test suite target filter)
-  cmake_parse_arguments(PARSE_ARGV 3 arg "" "" "ENV")
+  cmake_parse_arguments(PARSE_ARGV 3 arg "" "COST" "ENV")
+  if(NOT arg_COST)
+    set(arg_COST 0)
+  endif()
   set(env RUN_ON_FS_TIMEOUT=${fs_script_timeout} ${arg_ENV})
   foreach(fs xfs tmpfs)
     set(name fs.${fs}.${suite})
@@ -48,17 +53,17 @@ function(rocksdcp_fs_test suite target filter)
               $<TARGET_FILE:${target}> --gtest_filter=${filter})
     set_tests_properties(${name} PROPERTIES
       LABELS other_fs SKIP_RETURN_CODE 77 TIMEOUT ${fs_timeout}
-      ENVIRONMENT "${env}")
+      COST ${arg_COST} ENVIRONMENT "${env}")
   endforeach()
 endfunction()
 
 rocksdcp_fs_test(crash rocksdcp_crash_stress_tests "CrashHarnessTest.*"
-  ENV ROCKSDCP_CRASH_KILLS=${fs_crash_kills})
+  COST 25 ENV ROCKSDCP_CRASH_KILLS=${fs_crash_kills})
 rocksdcp_fs_test(power_loss rocksdcp_fault_tests
-  "FaultFsTest.*:PowerLossTest.*:CompressedPowerLossTest.*")
+  "FaultFsTest.*:PowerLossTest.*:CompressedPowerLossTest.*" COST 55)
 rocksdcp_fs_test(io_fault rocksdcp_fault_tests
-  "IoFaultTest.*:IoFaultReferencedTest.*:DirectReadFallbackTest.*")
-rocksdcp_fs_test(disk_full rocksdcp_fault_tests "DiskFullTest.*")
+  "IoFaultTest.*:IoFaultReferencedTest.*:DirectReadFallbackTest.*" COST 50)
+rocksdcp_fs_test(disk_full rocksdcp_fault_tests "DiskFullTest.*" COST 50)
 rocksdcp_fs_test(permissions rocksdcp_fault_tests "PermissionsTest.*")
 rocksdcp_fs_test(contract rocksdcp_rocksdb_tests "StorageContract/RocksDB.*")
 # O_DIRECT: XFS takes it; tmpfs takes it from Linux 6.6, but its files live

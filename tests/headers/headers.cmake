@@ -80,4 +80,4 @@ add_test(NAME headers.strict
           -DCONFIG=${CMAKE_CURRENT_BINARY_DIR}/headers/config.cmake
           -P ${CMAKE_CURRENT_LIST_DIR}/check_headers.cmake)
 set_tests_properties(headers.strict PROPERTIES
-  LABELS headers PROCESSORS ${headers_jobs} TIMEOUT 300)
+  LABELS headers PROCESSORS ${headers_jobs} TIMEOUT 300 COST 25)
