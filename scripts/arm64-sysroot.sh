@@ -3,10 +3,14 @@
 # (issue #16): the cross compiler and qemu from Debian, and the arm64
 # dependency packages unpacked (dpkg -x, not installed: librocksdb-dev:arm64
 # is not co-installable with the host's librocksdb-dev) into DIR, default
-# /work/arm64-sysroot. Use with cmake/toolchains/aarch64-linux-gnu.cmake
-# (-DROCKSDCP_ARM64_SYSROOT=DIR). Needs root. Only Debian's archive is used.
+# build-arm64-sysroot in the repository: the directory scripts/arm64-build.sh
+# passes for its default build directory, build-arm64, and the toolchain
+# file's default. A relative DIR is taken from the current directory and
+# made absolute, because the fix-ups below write it into CMake files. Use
+# with cmake/toolchains/aarch64-linux-gnu.cmake (-DROCKSDCP_ARM64_SYSROOT=DIR).
+# Needs root. Only Debian's archive is used.
 set -euo pipefail
-DIR=${1:-/work/arm64-sysroot}
+DIR=$(realpath -m "${1:-$(dirname "${BASH_SOURCE[0]}")/../build-arm64-sysroot}")
 T=aarch64-linux-gnu
 
 export DEBIAN_FRONTEND=noninteractive

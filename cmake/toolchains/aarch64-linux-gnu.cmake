@@ -1,7 +1,8 @@
 # Cross-build for aarch64-linux-gnu on a Debian x86-64 host, with
 # Debian's cross compiler (crossbuild-essential-arm64) and the arm64
 # dependency packages unpacked with `dpkg -x` into one directory
-# (ROCKSDCP_ARM64_SYSROOT, default /work/arm64-sysroot): see issue #16.
+# (ROCKSDCP_ARM64_SYSROOT, default build-arm64-sysroot in the repository,
+# where scripts/arm64-sysroot.sh unpacks them by default): see issue #16.
 #
 # The compiler keeps its own libc (/usr/aarch64-linux-gnu), so the unpacked
 # tree is not passed as --sysroot (CMAKE_SYSROOT): it is a find root, plus
@@ -10,7 +11,9 @@
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 
-set(ROCKSDCP_ARM64_SYSROOT "/work/arm64-sysroot" CACHE PATH
+get_filename_component(_default_dep_root
+  "${CMAKE_CURRENT_LIST_DIR}/../../build-arm64-sysroot" ABSOLUTE)
+set(ROCKSDCP_ARM64_SYSROOT "${_default_dep_root}" CACHE PATH
   "Where the arm64 .debs were unpacked (dpkg -x)")
 # try_compile projects re-read this file: pass them the same directory.
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES ROCKSDCP_ARM64_SYSROOT)
