@@ -12,7 +12,7 @@
 # find_package(Torch) with CMAKE_PREFIX_PATH=torch.utils.cmake_prefix_path.
 # Only what the adapter's tests need is configured and built (target
 # rocksdcp_torch_all_tests): the library, rocksdcp::torch, rocksdcp::testing,
-# the torch tests, the README's LibTorch example, and
+# the torch tests, the LibTorch examples of README.md and docs/, and
 # examples/libtorch_trainer with the test that kills and resumes it. Python,
 # MPI, the fuzzers, the benchmarks and the CLI are off. At -O1, as CI's
 # sanitized build (an eighth less CPU than -O3 here): what this checks is
@@ -75,5 +75,5 @@ start=$SECONDS
 # The adapter's tests, by their binaries' labels (tests/CMakeLists.txt).
 # -j3 on two cores: they wait on fsync and on the trainer they kill.
 ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j3 \
-  -L '^rocksdcp_(torch_tests|readme_test|trainer_resume_test)$'
+  -L '^rocksdcp_(torch_tests|torch_docs_test|doc_snippets_torch|trainer_resume_test)$'
 echo "libtorch2-build: LibTorch 2.x tests took $((SECONDS - start)) s"

@@ -98,24 +98,15 @@ class AsyncCheckpointer {
   struct Options {
     // ---- Performance ----
 
-    // The most host memory that staged copies of tensors may occupy at
-    // once. It trades memory held for time blocked. A budget of at least
-    // the state dict's tensor bytes makes Save block only for a memcpy of
-    // the dict. A smaller one makes Save also wait for the storage to write
-    // all but `staging_budget` bytes. A tensor larger than the budget is
-    // never staged: the storage reads it from the caller's memory while Save
-    // blocks. 0 stages nothing: Save returns once everything is written,
-    // without waiting for the commit.
+    // The most host memory staged copies of tensors may occupy at once. A
+    // budget of at least the dict's tensor bytes blocks Save only for a
+    // copy; a smaller one blocks it until the writer has read the rest. 0
+    // stages nothing (docs/tuning.md, "Asynchronous saves").
     // Default: 1 GiB
     uint64_t staging_budget = uint64_t{1} << 30;
 
-    // Touch all `staging_budget` bytes in Create, so that no save pays for
-    // the first touch of fresh memory: a page fault per 4 KiB page, up to
-    // 20 us each on small VMs (seconds per GiB), much less where the kernel
-    // grants transparent huge pages. Create pays it instead, once, and the
-    // memory stays resident for the checkpointer's life. With false, pages
-    // are touched by the saves that first use them: memory grows only as
-    // far as saves need, and those first saves block longer.
+    // Touch the whole budget in Create, once, so that no save pays the
+    // first touch of fresh memory; false grows it as saves need it.
     // Default: true
     bool prefault = true;
   };

@@ -1,8 +1,11 @@
 """What the Python tests of either torch share (tests/python/conftest.py
-and tests/python/torch2/conftest.py import it): the build's programs, and
-another process holding a store open read-write."""
+and tests/python/torch2/conftest.py import it): the build's programs,
+another process holding a store open read-write, and the code blocks of
+the documentation."""
 
+import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -44,3 +47,28 @@ def lock_holder():
     yield hold
     for h in holders:
         h.close()
+
+
+# A fenced block of a language, and the marker on the line before it, if
+# any: <!-- WORD REST -->, as cmake/doc_snippets.cmake reads them for C++.
+_DOC_BLOCK = r"^(?:<!-- ([a-z-]+):? ?([^\n]*?) ?-->\n)?```{}\n(.*?)^```$"
+
+
+def doc_blocks(lang):
+    """Every ```<lang> block of README.md and docs/*.md, in order, as
+    (where, marker, argument, code): where is "FILE:LINE" of the block's
+    first line, relative to the source tree; marker the marker's word
+    ("" without one) and argument the rest of it."""
+    source = os.environ["ROCKSDCP_SOURCE_DIR"]
+    pattern = re.compile(_DOC_BLOCK.format(re.escape(lang)), re.S | re.M)
+    found = []
+    for path in [os.path.join(source, "README.md")] + sorted(
+            glob.glob(os.path.join(source, "docs", "*.md"))):
+        with open(path) as f:
+            text = f.read()
+        for match in pattern.finditer(text):
+            line = text.count("\n", 0, match.start(3)) + 1
+            found.append(("{}:{}".format(os.path.relpath(path, source), line),
+                          match.group(1) or "", match.group(2) or "", match.group(3)))
+    return found
+

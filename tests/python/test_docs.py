@@ -4,34 +4,25 @@ a fresh directory, under the torch this runs with (torch 2.x in ctest).
 The line before a block may mark it, as cmake/doc_snippets.cmake marks C++
 blocks: ``<!-- compile-only -->`` for a block that needs what a test can't
 have (a cluster, data of its own), which is only compiled;
+``<!-- run-twice -->`` for one that acts on what it left before (a trainer
+that resumes), run twice in the same directory;
 ``<!-- test: PATH -->`` for one that test runs instead, left out here.
 """
 
-import glob
-import os
-import re
 import subprocess
 import sys
 
 import pytest
 
-SOURCE = os.environ["ROCKSDCP_SOURCE_DIR"]
-BLOCK = re.compile(r"^(?:<!-- ([a-z-]+)[^\n]*-->\n)?```python\n(.*?)^```$", re.S | re.M)
+from helpers import doc_blocks
 
 
 def blocks():
     found = []
-    for path in [os.path.join(SOURCE, "README.md")] + sorted(
-            glob.glob(os.path.join(SOURCE, "docs", "*.md"))):
-        with open(path) as f:
-            text = f.read()
-        for match in BLOCK.finditer(text):
-            marker, code = match.group(1) or "", match.group(2)
-            assert marker in ("", "compile-only", "test"), (path, marker)
-            if marker == "test":
-                continue
-            line = text.count("\n", 0, match.start(2)) + 1
-            found.append(pytest.param(marker, code, id=f"{os.path.relpath(path, SOURCE)}:{line}"))
+    for where, marker, _, code in doc_blocks("python"):
+        assert marker in ("", "compile-only", "run-twice", "test"), (where, marker)
+        if marker != "test":
+            found.append(pytest.param(marker, code, id=where))
     return found
 
 
@@ -41,6 +32,7 @@ def test_block_runs_as_printed(marker, code, tmp_path, request):
     compile(code, name, "exec")  # A SyntaxError names the file and line.
     if marker == "compile-only":
         return
-    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)
-    assert run.returncode == 0, f"{name}:\n{run.stderr}"
+    for time in range(2 if marker == "run-twice" else 1):
+        run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300)
+        assert run.returncode == 0, f"{name}, run {time + 1}:\n{run.stderr}"

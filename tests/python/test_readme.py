@@ -1,16 +1,16 @@
-"""README.md's Python quick start, run as printed in a fresh directory."""
+"""README.md's Python quick start, run as printed in a fresh directory: the
+```python block marked <!-- test: tests/python/test_readme.py -->."""
 
-import os
-import re
 import subprocess
 import sys
 
+from helpers import doc_blocks
+
 
 def test_python_quick_start_runs_as_printed(tmp_path):
-    with open(os.path.join(os.environ["ROCKSDCP_SOURCE_DIR"], "README.md")) as f:
-        readme = f.read()
-    section = readme[readme.index("\n## Using it from Python\n"):]
-    block = re.search(r"```python\n(.*?)\n```\n", section, re.S).group(1)
+    [(where, _, _, block)] = [b for b in doc_blocks("python")
+                              if b[1:3] == ("test", "tests/python/test_readme.py")]
+    assert where.startswith("README.md:")
     assert len(block.splitlines()) <= 12
     run = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
                          text=True)
