@@ -75,5 +75,5 @@ start=$SECONDS
 # The adapter's tests, by their binaries' labels (tests/CMakeLists.txt).
 # -j3 on two cores: they wait on fsync and on the trainer they kill.
 ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j3 \
-  -L '^rocksdcp_(torch_tests|torch_docs_test|doc_snippets_torch|trainer_resume_test)$'
+  -L '^rocksdcp_(torch_tests|torch_docs_test|trainer_resume_test)$'
 echo "libtorch2-build: LibTorch 2.x tests took $((SECONDS - start)) s"

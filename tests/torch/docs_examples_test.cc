@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "libtorch_async_save.inc"
 #include "libtorch_save_and_restore.inc"
 #include "readme_libtorch.inc"
 #include "test_util.h"
@@ -49,6 +50,25 @@ TEST(LibTorchGuideTest, SaveAndRestoreSavesOneCheckpointAndLoadsIt) {
   // A second run saves the same id, which a writer refuses by default.
   EXPECT_EQ(SaveAndRestore(store).code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(Ids(store), (std::vector<std::string>{"step-7"}));
+}
+
+// docs/libtorch.md, "Asynchronous saves": the module trains on while the
+// save commits, and the checkpoint loads into a fresh module and optimizer.
+TEST(LibTorchGuideTest, AsyncSaveCommitsWhileTrainingGoesOn) {
+  ScopedTempDir dir;
+  auto store = Store::Open(dir.Sub("ckpt"));
+  ASSERT_OK(store);
+  ASSERT_OK(::TrainWhileSaving(**store));
+  auto list = (*store)->List();
+  ASSERT_OK(list);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, "step-8");
+  ::torch::nn::Linear fresh(4, 2);
+  ::torch::optim::SGD sgd(fresh->parameters(), 0.1);
+  auto reader = (*store)->NewReader();
+  ASSERT_OK(reader);
+  EXPECT_OK(
+      torch::Load({fresh.get(), &sgd}, **reader, {.checkpoint_id = "step-8"}));
 }
 
 }  // namespace
