@@ -27,7 +27,8 @@
 #
 set(_rocksdcp_doc_snippets_dir ${CMAKE_CURRENT_LIST_DIR})
 
-# Writes <out_dir>/<name>.inc if its content changed.
+# Writes `content` to `path`, through path.new, only if it changed, so that
+# what includes the file is rebuilt only then.
 function(rocksdcp_doc_write path content)
   file(WRITE ${path}.new "${content}")
   configure_file(${path}.new ${path} COPYONLY)

@@ -13,28 +13,13 @@
 #include "cpp_sharded.inc"
 #include "incremental_save.inc"
 #include "readme_save_then_load.inc"
+#include "rocksdb/store_fixture.h"
 #include "small_devices_save.inc"
 #include "test_util.h"
 #include "tuning_save_and_load.inc"
 
 namespace rocksdcp::testing {
 namespace {
-
-std::vector<std::string> Ids(Store& store) {
-  std::vector<std::string> ids;
-  auto list = store.List();
-  EXPECT_OK(list);
-  if (list.ok()) {
-    for (const CheckpointInfo& c : *list) ids.push_back(c.id);
-  }
-  return ids;
-}
-
-std::vector<std::string> Ids(const std::string& dir) {
-  auto store = Store::Open(dir, {.read_only = true});
-  EXPECT_OK(store);
-  return store.ok() ? Ids(**store) : std::vector<std::string>{};
-}
 
 // A state dict of a float tensor "w" viewing `w` and bytes "rng_state".
 StateDict Dict(std::vector<float>& w, const std::string& rng) {
@@ -81,7 +66,8 @@ TEST(DocsExamplesTest, ReadmeSavesLoadsInPlaceAndLists) {
   ASSERT_OK(::SaveThenLoad(dir.Sub("ckpt"), weight, rng));
   EXPECT_EQ(weight, (std::vector<float>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(rng, "generator state");
-  EXPECT_EQ(Ids(dir.Sub("ckpt")), (std::vector<std::string>{"step-100"}));
+  EXPECT_EQ(CheckpointIds(dir.Sub("ckpt")),
+            (std::vector<std::string>{"step-100"}));
 
   auto store = Store::Open(dir.Sub("ckpt"), {.read_only = true});
   ASSERT_OK(store);
@@ -106,7 +92,7 @@ TEST(DocsExamplesTest, CppGuideSavesReplacesKeepsThreeAndVerifies) {
     ASSERT_OK(
         ::SaveKeepVerify(ckpt, Dict(w, "rng"), "step-" + std::to_string(step)));
   }
-  EXPECT_EQ(Ids(ckpt),
+  EXPECT_EQ(CheckpointIds(ckpt),
             (std::vector<std::string>{"step-3", "step-4", "step-5"}));
   std::vector<float> again = Ramp(64, 100.0f);
   ASSERT_OK(::SaveKeepVerify(ckpt, Dict(again, "again"), "step-5"));
@@ -180,7 +166,8 @@ TEST(DocsExamplesTest, SmallDevicesGuideSavesWithTheProfile) {
   ScopedTempDir dir;
   std::vector<float> w = Ramp(1000, 3.0f);
   ASSERT_OK(::SaveOnABoard(dir.Sub("ckpt"), Dict(w, "board")));
-  EXPECT_EQ(Ids(dir.Sub("ckpt")), (std::vector<std::string>{"step-100"}));
+  EXPECT_EQ(CheckpointIds(dir.Sub("ckpt")),
+            (std::vector<std::string>{"step-100"}));
   Loaded loaded = LoadBack(dir.Sub("ckpt"), "step-100", w.size());
   EXPECT_EQ(loaded.w, w);
   EXPECT_EQ(loaded.rng, "board");

@@ -10,6 +10,19 @@
 
 namespace rocksdcp::testing {
 
+std::vector<std::string> CheckpointIds(const std::string& dir) {
+  std::vector<std::string> ids;
+  auto store = Store::Open(dir, {.read_only = true});
+  EXPECT_OK(store);
+  if (!store.ok()) return ids;
+  auto list = (*store)->List();
+  EXPECT_OK(list);
+  if (list.ok()) {
+    for (const CheckpointInfo& c : *list) ids.push_back(c.id);
+  }
+  return ids;
+}
+
 void FlipByte(const std::string& path, int64_t offset) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   ASSERT_TRUE(f.good()) << path;

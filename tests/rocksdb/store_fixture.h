@@ -15,6 +15,11 @@
 
 namespace rocksdcp::testing {
 
+// The ids of the committed checkpoints of the store in `dir`, oldest
+// first, through a read-only open of it; empty, with a test failure, if
+// the store cannot be opened or listed.
+std::vector<std::string> CheckpointIds(const std::string& dir);
+
 // Flips one byte (xor 0x5a) at `offset` of the file at `path`, as a disk
 // corrupting it would.
 void FlipByte(const std::string& path, int64_t offset);

@@ -9,23 +9,11 @@
 #include "libtorch_async_save.inc"
 #include "libtorch_save_and_restore.inc"
 #include "readme_libtorch.inc"
+#include "rocksdb/store_fixture.h"
 #include "test_util.h"
 
 namespace rocksdcp::testing {
 namespace {
-
-std::vector<std::string> Ids(const std::string& dir) {
-  std::vector<std::string> ids;
-  auto store = Store::Open(dir, {.read_only = true});
-  EXPECT_OK(store);
-  if (!store.ok()) return ids;
-  auto list = (*store)->List();
-  EXPECT_OK(list);
-  if (list.ok()) {
-    for (const CheckpointInfo& c : *list) ids.push_back(c.id);
-  }
-  return ids;
-}
 
 // README.md, "Using it from LibTorch": trains, saves every 100 steps, keeps
 // the last three and resumes from the newest.
@@ -33,10 +21,10 @@ TEST(ReadmeTest, LibTorchExampleTrainsKeepsThreeAndResumes) {
   ScopedTempDir dir;
   const std::string store = dir.Sub("ckpt");
   ASSERT_OK(Train(store, 300));
-  EXPECT_EQ(Ids(store),
+  EXPECT_EQ(CheckpointIds(store),
             (std::vector<std::string>{"step-100", "step-200", "step-300"}));
   ASSERT_OK(Train(store, 500));  // Resumes at step 300.
-  EXPECT_EQ(Ids(store),
+  EXPECT_EQ(CheckpointIds(store),
             (std::vector<std::string>{"step-300", "step-400", "step-500"}));
 }
 
@@ -46,10 +34,10 @@ TEST(LibTorchGuideTest, SaveAndRestoreSavesOneCheckpointAndLoadsIt) {
   ScopedTempDir dir;
   const std::string store = dir.Sub("ckpt");
   ASSERT_OK(SaveAndRestore(store));
-  EXPECT_EQ(Ids(store), (std::vector<std::string>{"step-7"}));
+  EXPECT_EQ(CheckpointIds(store), (std::vector<std::string>{"step-7"}));
   // A second run saves the same id, which a writer refuses by default.
   EXPECT_EQ(SaveAndRestore(store).code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(Ids(store), (std::vector<std::string>{"step-7"}));
+  EXPECT_EQ(CheckpointIds(store), (std::vector<std::string>{"step-7"}));
 }
 
 // docs/libtorch.md, "Asynchronous saves": the module trains on while the
